@@ -1,0 +1,105 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
+import openapiGlue from 'fastify-openapi-glue';
+import type { Contract } from './contract.js';
+import { serviceHandlers } from './handlers/index.js';
+import { bearerAuth } from './plugins/auth.js';
+import { deprecationHeaders } from './plugins/deprecation.js';
+import errors, { clientErrorHandler, frameworkErrors } from './plugins/errors.js';
+import health from './plugins/health.js';
+import validation from './plugins/validation.js';
+import { RequestLog } from './logging.js';
+import type { Storage } from './storage/types.js';
+
+/** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
+export const BODY_LIMIT = 16 * 1024;
+
+export interface AppOptions {
+  contract: Contract;
+  storage: Storage;
+  /** Passed to fastify: `false` for silence, or pino options. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echo a sane `X-Request-Id`; anything else (too long, odd characters) is replaced. */
+function requestId(request: IncomingMessage): string {
+  const sent = request.headers['x-request-id'];
+  return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
+}
+
+/**
+ * fastify validates a body schema keyed by media type only when the request names that type, so
+ * a POST with no body or no Content-Type would reach the handler unvalidated. Every body here is
+ * JSON (other types are a 415 before validation), so validate whatever arrives against the JSON
+ * schema: a missing body is then a 400 like any other invalid one.
+ */
+function validateEveryBodyAsJson(route: RouteOptions): void {
+  const body = route.schema?.body as { content?: Record<string, { schema?: unknown }> } | undefined;
+  const json = body?.content?.['application/json']?.schema;
+  if (route.schema !== undefined && json !== undefined && Object.keys(body?.content ?? {}).length === 1) {
+    route.schema.body = json;
+  }
+}
+
+export async function buildApp({ contract, storage, logger = false }: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger,
+    bodyLimit: BODY_LIMIT,
+    genReqId: requestId,
+    logController: new RequestLog(),
+    // HEAD is not in the contract: it gets 405 like any other undeclared method.
+    exposeHeadRoutes: false,
+    // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
+    return503OnClosing: false,
+    clientErrorHandler,
+    frameworkErrors,
+  });
+
+  await app.register(validation);
+  await app.register(errors, { basePath: contract.basePath, operations: contract.operations });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
+  });
+
+  await app.register(health, { storage });
+
+  const handlers = serviceHandlers(storage, contract.basePath);
+  const authenticate = bearerAuth(storage.accounts);
+  const markDeprecated = deprecationHeaders(`${contract.basePath}/pets`);
+  const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
+
+  // Only JSON bodies exist in this API: without this, fastify would parse text/plain bodies too.
+  app.removeContentTypeParser('text/plain');
+
+  await app.register(async (api) => {
+    api.addHook('onRequest', async (_request, reply) => {
+      reply.header('cache-control', 'no-store');
+    });
+    api.addHook('onRoute', validateEveryBodyAsJson);
+    await api.register(openapiGlue, {
+      specification: contract.dereferenced,
+      prefix: contract.basePath,
+      // Security comes from the contract but runs as onRequest, before the body is parsed:
+      // the glue's own securityHandlers would run as a preHandler, after validation.
+      operationResolver: (operationId: string): RouteOptions => {
+        const operation = operations.get(operationId);
+        const handler = handlers[operationId as keyof typeof handlers];
+        if (operation === undefined || handler === undefined) {
+          throw new Error(`No handler for operation ${operationId}`);
+        }
+        const onRequest = [];
+        if (operation.deprecated) onRequest.push(markDeprecated);
+        if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
+        // The glue merges these over the route it built (method, url, schema); its type wants a
+        // whole route.
+        return { handler, onRequest } as unknown as RouteOptions;
+      },
+    });
+  });
+
+  return app;
+}

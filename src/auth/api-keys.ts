@@ -1,0 +1,28 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { AccountRepository, ApiKeyInfo } from '../storage/types.js';
+
+export const KEY_PREFIX = 'psk_';
+/** 32 random bytes (256 bits) as unpadded base64url: 43 characters. */
+const KEY_PATTERN = /^psk_[A-Za-z0-9_-]{43}$/;
+/** How much of a key is kept in clear to tell keys apart in listings. */
+const SHOWN_PREFIX_LENGTH = KEY_PREFIX.length + 6;
+
+export function hashKey(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
+export function isWellFormedKey(key: string): boolean {
+  return KEY_PATTERN.test(key);
+}
+
+export interface IssuedKey {
+  /** The key itself: shown once, never stored. */
+  key: string;
+  info: ApiKeyInfo;
+}
+
+export async function issueKey(accounts: AccountRepository, accountId: number): Promise<IssuedKey> {
+  const key = KEY_PREFIX + randomBytes(32).toString('base64url');
+  const info = await accounts.addKey(accountId, hashKey(key), key.slice(0, SHOWN_PREFIX_LENGTH));
+  return { key, info };
+}

@@ -1,0 +1,34 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { operations } from '../../generated/openapi.js';
+
+/** Every operation in the contract, by operationId. */
+export type OperationId = keyof operations;
+
+type Operation<K extends OperationId> = operations[K];
+type Parameters<K extends OperationId> = Operation<K>['parameters'];
+
+type JsonBody<T> = T extends { content: { 'application/json': infer Body } } ? Body : never;
+
+/** The JSON body the contract gives an operation's 2xx responses. */
+export type SuccessBody<K extends OperationId> = {
+  [S in keyof Operation<K>['responses']]: S extends 200 | 201 ? JsonBody<Operation<K>['responses'][S]> : never;
+}[keyof Operation<K>['responses']];
+
+/** The request as validated against the contract (defaults applied, integers coerced). */
+export type OperationRequest<K extends OperationId> = FastifyRequest<{
+  Params: NonNullable<Parameters<K>['path']>;
+  Querystring: NonNullable<Parameters<K>['query']>;
+  Body: JsonBody<Operation<K>['requestBody']>;
+}>;
+
+/**
+ * An operation's implementation: typed input in, typed success body out. Failures are thrown as
+ * `ApiError`s, which become the contract's Error responses.
+ */
+export type OperationHandler<K extends OperationId> = (
+  request: OperationRequest<K>,
+  reply: FastifyReply,
+) => Promise<SuccessBody<K>>;
+
+/** One handler per operationId: a contract operation without a handler fails `tsc`. */
+export type ServiceHandlers = { [K in OperationId]: OperationHandler<K> };

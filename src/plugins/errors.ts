@@ -1,0 +1,133 @@
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { ContractOperation } from '../contract.js';
+import { ApiError, type ErrorBody, errorBody } from '../errors.js';
+
+export interface ErrorsOptions {
+  basePath: string;
+  operations: ContractOperation[];
+}
+
+/** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
+export function toApiError(error: FastifyError | ApiError | Error): ApiError {
+  if (error instanceof ApiError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation !== undefined) {
+    return new ApiError(400, 'invalid_request', describeValidation(fastifyError));
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'payload_too_large', error.message);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(415, 'unsupported_media_type', 'Content-Type must be application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError(400, 'malformed_json', 'Body is empty but Content-Type is application/json');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError(400, 'malformed_json', 'Body is not valid JSON');
+    default:
+      break;
+  }
+  // JSON.parse failures and secure-json-parse's prototype-poisoning rejection.
+  if (error instanceof SyntaxError || fastifyError.statusCode === 400) {
+    return new ApiError(400, 'malformed_json', `Body is not valid JSON: ${error.message}`);
+  }
+  const status = fastifyError.statusCode ?? 500;
+  if (status === 413) return new ApiError(413, 'payload_too_large', error.message);
+  if (status === 415) return new ApiError(415, 'unsupported_media_type', error.message);
+  if (status >= 400 && status < 500) return new ApiError(400, 'invalid_request', error.message);
+  return new ApiError(500, 'internal_error', 'Internal server error');
+}
+
+const PARTS: Record<string, string> = { querystring: 'query', params: 'params', body: 'body', headers: 'headers' };
+
+/** `body/categoryId must be integer`: the first problem, naming the field or parameter. */
+function describeValidation(error: FastifyError): string {
+  const [first] = error.validation ?? [];
+  const part = PARTS[error.validationContext ?? ''] ?? error.validationContext ?? 'request';
+  if (first === undefined) return `${part} is invalid`;
+  const where = `${part}${first.instancePath}`;
+  const params = first.params as Record<string, unknown>;
+  if (first.keyword === 'additionalProperties') {
+    return `${where}/${String(params.additionalProperty)} is not an allowed field`;
+  }
+  if (first.keyword === 'required') return `${where}/${String(params.missingProperty)} is required`;
+  if (first.keyword === 'type' && where === 'body') return 'body must be a JSON object';
+  if (first.keyword === 'enum') {
+    return `${where} must be one of ${(params.allowedValues as unknown[]).join(', ')}`;
+  }
+  return `${where} ${first.message ?? 'is invalid'}`;
+}
+
+function send(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+}
+
+/** Answers errors raised before routing (malformed URLs) with the Error body. */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  send(reply, new ApiError(400, 'invalid_request', `Malformed request: ${error.message}`));
+}
+
+/** Answers HTTP parse errors on the raw socket (no request object exists yet). */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  const [status, body] = clientErrorResponse(error.code);
+  if (!socket.writable) return;
+  const json = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 ${status} ${body.code}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+  );
+}
+
+function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, errorBody(408, 'request_timeout', 'The request took too long to arrive')];
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, errorBody(431, 'headers_too_large', 'Request headers are too large')];
+    default:
+      return [400, errorBody(400, 'invalid_request', 'Malformed HTTP request')];
+  }
+}
+
+/** Turns the contract's path templates into matchers for 405 answers. */
+function methodTable(basePath: string, operations: ContractOperation[]) {
+  const byPath = new Map<string, Set<string>>();
+  for (const { path, method } of operations) {
+    const methods = byPath.get(path) ?? new Set<string>();
+    methods.add(method);
+    byPath.set(path, methods);
+  }
+  return [...byPath].map(([path, methods]) => ({
+    pattern: new RegExp(
+      `^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`,
+    ),
+    allow: [...methods].sort().join(', '),
+  }));
+}
+
+async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promise<void> {
+  const paths = methodTable(options.basePath, options.operations);
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const apiError = toApiError(error);
+    if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    return send(reply, apiError);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?', 1)[0] ?? '';
+    const known = paths.find(({ pattern }) => pattern.test(path));
+    if (known !== undefined) {
+      return send(
+        reply,
+        new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${path}`, {
+          allow: known.allow,
+        }),
+      );
+    }
+    return send(reply, new ApiError(404, 'not_found', `No route for ${request.method} ${path}`));
+  });
+}
+
+export default fp(errorsPlugin, { name: 'errors' });

@@ -1,0 +1,75 @@
+import type { FastifySchema, FastifyInstance } from 'fastify';
+import type { FastifyRouteSchemaDef, FastifyValidationResult } from 'fastify/types/schema.js';
+import { Ajv2020, type Options, type ErrorObject } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import fp from 'fastify-plugin';
+
+const shared: Options = {
+  // allErrors lets a hostile body cost time proportional to its size; the first error is enough.
+  allErrors: false,
+  useDefaults: true,
+  strict: true,
+};
+
+/** JSON bodies are taken as sent: no coercion, nothing removed (unknown fields fail the schema). */
+const bodyAjv = addFormats.default(new Ajv2020({ ...shared, coerceTypes: false, removeAdditional: false }));
+/** Query and path values arrive as strings: integers are coerced after the canonical check below. */
+const parameterAjv = addFormats.default(new Ajv2020({ ...shared, coerceTypes: true, removeAdditional: false }));
+
+/** A canonical decimal integer: no sign but `-`, no leading zeros, no exponent, no fraction. */
+const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/;
+
+interface ObjectSchema {
+  properties?: Record<string, { type?: unknown }>;
+}
+
+function integerFields(schema: FastifySchema): string[] {
+  const properties = (schema as ObjectSchema).properties ?? {};
+  return Object.entries(properties)
+    .filter(([, property]) => property.type === 'integer')
+    .map(([name]) => name);
+}
+
+function nonCanonical(field: string): ErrorObject {
+  return {
+    keyword: 'type',
+    instancePath: `/${field}`,
+    schemaPath: `#/properties/${field}/type`,
+    params: { type: 'integer' },
+    message: 'must be a canonical decimal integer',
+  };
+}
+
+/**
+ * Ajv's coercion accepts `1e2`, `+3` and ` 7` as integers, and a repeated parameter arrives as an
+ * array; the contract's integers are canonical decimal strings only, so check before coercing.
+ */
+function compileParameters(schema: FastifySchema): FastifyValidationResult {
+  const validateSchema = parameterAjv.compile(schema);
+  const integers = integerFields(schema);
+  const validate = (data: Record<string, unknown> | null): boolean => {
+    for (const field of integers) {
+      const value = data?.[field];
+      if (value !== undefined && (typeof value !== 'string' || !CANONICAL_INTEGER.test(value))) {
+        validate.errors = [nonCanonical(field)];
+        return false;
+      }
+    }
+    const valid = validateSchema(data);
+    validate.errors = validateSchema.errors ?? null;
+    return valid;
+  };
+  validate.errors = null as ErrorObject[] | null;
+  return validate as FastifyValidationResult;
+}
+
+export function compileValidator({ schema, httpPart }: FastifyRouteSchemaDef<FastifySchema>): FastifyValidationResult {
+  if (httpPart === 'body') return bodyAjv.compile(schema) as FastifyValidationResult;
+  return compileParameters(schema);
+}
+
+async function validationPlugin(app: FastifyInstance): Promise<void> {
+  app.setValidatorCompiler(compileValidator);
+}
+
+export default fp(validationPlugin, { name: 'validation' });

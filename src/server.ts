@@ -1,0 +1,50 @@
+import { ensureDevelopmentKey } from './accounts.js';
+import { buildApp } from './app.js';
+import { loadConfig } from './config.js';
+import { loadContract } from './contract.js';
+import { openSqlite } from './storage/sqlite/index.js';
+
+/** Starts the API: `npm start`. Configuration comes from the environment (see README). */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const contract = await loadContract();
+  const storage = openSqlite({ filename: config.databaseFile, synchronous: config.synchronous });
+  const app = await buildApp({
+    contract,
+    storage,
+    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
+  });
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    await app.close();
+    await storage.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+
+  const issued = await ensureDevelopmentKey(storage.accounts);
+  await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
+  const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+
+  const lines = [`Pet Store API at ${origin}${contract.basePath} (docs: ${origin}/docs, database: ${config.databaseFile})`];
+  if (issued !== undefined) {
+    lines.push(
+      'No API keys existed, so a development account and key were created. The key is shown once:',
+      `  curl -H 'Authorization: Bearer ${issued.key}' ${origin}${contract.basePath}/pets`,
+      issued.key,
+    );
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`petstore failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
