@@ -1,0 +1,95 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, InjectOptions } from 'fastify';
+import createClient from 'openapi-fetch';
+import type { paths } from '../../generated/openapi.js';
+import { buildApp } from '../../src/app.js';
+import { issueKey } from '../../src/auth/api-keys.js';
+import { openSqlite } from '../../src/storage/sqlite/index.js';
+import type { Pet, Storage } from '../../src/storage/types.js';
+import { assertConforms, contract } from './contract.js';
+
+/** What the helpers need of a tap test: a place to clean up. */
+export interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface ConformingResponse {
+  statusCode: number;
+  headers: Record<string, string | string[] | number | undefined>;
+  body: string;
+  json<T = unknown>(): T;
+}
+
+export interface TestApi {
+  app: FastifyInstance;
+  storage: Storage;
+  /** The SQLite file behind this server. */
+  databaseFile: string;
+  /** A valid API key and its header. */
+  key: string;
+  auth: { authorization: string };
+  /** Injects a request and fails unless the response conforms to openapi.yaml. */
+  request(options: InjectOptions & { method: string; url: string }): Promise<ConformingResponse>;
+  /** Creates a pet through the API (asserting the 201). */
+  createPet(body: { name: string; categoryId: number; status?: Pet['status'] }): Promise<Pet>;
+}
+
+export function temporaryDirectory(t: Teardown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A real server on a real SQLite file in a temporary folder, with one account and key. */
+export async function startApi(t: Teardown, options: { databaseFile?: string } = {}): Promise<TestApi> {
+  const databaseFile = options.databaseFile ?? join(temporaryDirectory(t), 'petstore.db');
+  const storage = openSqlite({ filename: databaseFile });
+  const account =
+    (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
+  const { key } = await issueKey(storage.accounts, account.id);
+  const app = await buildApp({ contract, storage, logger: false });
+  t.teardown(async () => {
+    await app.close();
+    await storage.close();
+  });
+  const auth = { authorization: `Bearer ${key}` };
+
+  const request: TestApi['request'] = async (injectOptions) => {
+    const response = await app.inject(injectOptions);
+    const observed = { statusCode: response.statusCode, headers: response.headers, body: response.body };
+    assertConforms(injectOptions.method, injectOptions.url, observed);
+    return { ...observed, json: <T>() => JSON.parse(response.body) as T };
+  };
+
+  const createPet: TestApi['createPet'] = async (body) => {
+    const response = await request({ method: 'POST', url: '/v1/pets', headers: auth, payload: body });
+    if (response.statusCode !== 201) throw new Error(`createPet: ${response.statusCode} ${response.body}`);
+    return response.json<Pet>();
+  };
+
+  return { app, storage, databaseFile, key, auth, request, createPet };
+}
+
+/** fetch that fails on any response departing from openapi.yaml. */
+export const conformingFetch = async (input: Request): Promise<Response> => {
+  const response = await fetch(input);
+  const body = await response.clone().text();
+  const url = new URL(input.url);
+  assertConforms(input.method, url.pathname + url.search, {
+    statusCode: response.status,
+    headers: Object.fromEntries(response.headers),
+    body,
+  });
+  return response;
+};
+
+/** Listens on a random loopback port; returns an openapi-fetch client typed by the contract. */
+export async function listen(t: Teardown, api: TestApi) {
+  const address = await api.app.listen({ host: '127.0.0.1', port: 0 });
+  const baseUrl = `${address}${contract.basePath}`;
+  const client = createClient<paths>({ baseUrl, fetch: conformingFetch, headers: api.auth });
+  t.teardown(() => api.app.close());
+  return { origin: address, baseUrl, client };
+}
