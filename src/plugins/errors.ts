@@ -100,7 +100,7 @@ function methodTable(basePath: string, operations: ContractOperation[]) {
   }
   return [...byPath].map(([path, methods]) => ({
     pattern: new RegExp(
-      `^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`,
+      `^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]*')}$`,
     ),
     allow: [...methods].sort().join(', '),
   }));

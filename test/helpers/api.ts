@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
@@ -9,6 +10,9 @@ import { issueKey } from '../../src/auth/api-keys.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { assertConforms, contract } from './contract.js';
+
+/** A tap test, as subtest callbacks receive it. */
+export type TapTest = Test<BuiltPlugins> & BuiltPlugins;
 
 /** What the helpers need of a tap test: a place to clean up. */
 export interface Teardown {

@@ -1,0 +1,124 @@
+import { connect } from 'node:net';
+import t from 'tap';
+import type { ErrorBody } from '../src/errors.js';
+import { listen, startApi } from './helpers/api.js';
+
+const json = { 'content-type': 'application/json' };
+
+t.test('unknown paths are 404 Error bodies, with or without a key', async (t) => {
+  const api = await startApi(t);
+  for (const url of ['/v1/store/orders', '/v1/nope', '/', '/v2/pets', '/v1/pets/1/extra', '/V1/PETS', '/v1//pets']) {
+    for (const headers of [{}, api.auth]) {
+      const response = await api.request({ method: 'GET', url, headers });
+      t.equal(response.statusCode, 404, url);
+      t.same(Object.keys(response.json<ErrorBody>()).sort(), ['code', 'message', 'status']);
+      t.equal(response.json<ErrorBody>().code, 'not_found');
+    }
+  }
+});
+
+t.test('a known path with another method is a 405 with Allow', async (t) => {
+  const api = await startApi(t);
+  const cases: [string, string, string][] = [
+    ['DELETE', '/v1/pets', 'GET, POST'],
+    ['PUT', '/v1/pets', 'GET, POST'],
+    ['PATCH', '/v1/pets/1', 'GET'],
+    ['DELETE', '/v1/pets/1', 'GET'],
+    ['POST', '/v1/pets/1', 'GET'],
+    ['OPTIONS', '/v1/pets', 'GET, POST'],
+    ['HEAD', '/v1/pets', 'GET, POST'],
+  ];
+  for (const [method, url, allow] of cases) {
+    const response = await api.request({ method, url, headers: api.auth });
+    t.equal(response.statusCode, 405, `${method} ${url}`);
+    t.equal(response.headers.allow, allow);
+    if (method !== 'HEAD') t.equal(response.json<ErrorBody>().code, 'method_not_allowed');
+  }
+});
+
+t.test('body limits, media types and malformed JSON answer with Error bodies and store nothing', async (t) => {
+  const api = await startApi(t);
+  const cases: [string, Record<string, string>, string, number, string][] = [
+    ['a body over 16 KiB', json, JSON.stringify({ name: 'x', categoryId: 1, pad: 'y'.repeat(16 * 1024) }), 413, 'payload_too_large'],
+    ['text/plain', { 'content-type': 'text/plain' }, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
+    ['form encoding', { 'content-type': 'application/x-www-form-urlencoded' }, 'name=x&categoryId=1', 415, 'unsupported_media_type'],
+    ['json-like type', { 'content-type': 'application/jsonx' }, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
+    ['no content type', {}, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
+    ['truncated JSON', json, '{"name":', 400, 'malformed_json'],
+    ['trailing garbage', json, '{"name":"x","categoryId":1} x', 400, 'malformed_json'],
+    ['an empty body', json, '', 400, 'malformed_json'],
+    ['__proto__', json, '{"name":"x","categoryId":1,"__proto__":{"admin":true}}', 400, 'malformed_json'],
+    ['constructor.prototype', json, '{"name":"x","categoryId":1,"constructor":{"prototype":{"a":1}}}', 400, 'malformed_json'],
+    ['a NaN', json, '{"name":"x","categoryId":NaN}', 400, 'malformed_json'],
+  ];
+  for (const [what, headers, payload, status, code] of cases) {
+    const response = await api.request({ method: 'POST', url: '/v1/pets', headers: { ...api.auth, ...headers }, payload });
+    t.equal(response.statusCode, status, what);
+    t.equal(response.json<ErrorBody>().code, code, what);
+  }
+  const charset = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: { ...api.auth, 'content-type': 'application/json; charset=utf-8' },
+    payload: '{"name":"ok","categoryId":1}',
+  });
+  t.equal(charset.statusCode, 201, 'application/json with a charset is accepted');
+  const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.equal(listed.json<unknown[]>().length, 1, 'only the valid body was stored');
+});
+
+t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz reports it', async (t) => {
+  const api = await startApi(t);
+  const ready = await api.app.inject({ method: 'GET', url: '/readyz' });
+  t.equal(ready.statusCode, 200);
+  const key = api.auth;
+  // Authenticate first so the failure happens in the handler, then break the database under it.
+  await api.request({ method: 'GET', url: '/v1/pets', headers: key });
+  await api.storage.close();
+  for (const [method, url, payload] of [['GET', '/v1/pets', undefined], ['POST', '/v1/pets', { name: 'x', categoryId: 1 }], ['GET', '/v1/pets/1', undefined]] as const) {
+    const response = await api.request({ method, url, headers: key, ...(payload === undefined ? {} : { payload }) });
+    t.equal(response.statusCode, 500, `${method} ${url}`);
+    t.same(response.json(), { code: 'internal_error', message: 'Internal server error', status: 500 });
+    t.notMatch(response.body, /sqlite|database|at |\.js/i, 'no stack trace or internals');
+  }
+  const notReady = await api.app.inject({ method: 'GET', url: '/readyz' });
+  t.equal(notReady.statusCode, 503);
+  t.same(notReady.json(), { code: 'service_unavailable', message: 'The database is not available', status: 503 });
+  const alive = await api.app.inject({ method: 'GET', url: '/healthz' });
+  t.equal(alive.statusCode, 200, '/healthz only says the process is up');
+});
+
+t.test('malformed URLs and raw HTTP garbage get Error bodies, never fastify\'s shape', async (t) => {
+  const api = await startApi(t);
+  const badUrl = await api.app.inject({ method: 'GET', url: '/v1/pets/%zz', headers: api.auth });
+  t.equal(badUrl.statusCode, 400);
+  t.equal(badUrl.json<ErrorBody>().code, 'invalid_request');
+  t.notMatch(badUrl.body, /statusCode|"error"/);
+
+  const { origin } = await listen(t, api);
+  const { port } = new URL(origin);
+  const raw = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write('GARBAGE / HTTP/1.1\r\n\r\n'));
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('end', () => resolve(received));
+    socket.on('error', reject);
+  });
+  t.match(raw, /^HTTP\/1\.1 400 /);
+  const body = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+  t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
+});
+
+t.test('every response carries a request id (echoed when sane) and nosniff; API responses are not cached', async (t) => {
+  const api = await startApi(t);
+  const echoed = await api.request({ method: 'GET', url: '/v1/pets', headers: { ...api.auth, 'x-request-id': 'abc-123' } });
+  t.equal(echoed.headers['x-request-id'], 'abc-123');
+  t.equal(echoed.headers['x-content-type-options'], 'nosniff');
+  t.equal(echoed.headers['cache-control'], 'no-store');
+  t.notOk('x-powered-by' in echoed.headers);
+  const generated = await api.request({ method: 'GET', url: '/v1/pets', headers: { ...api.auth, 'x-request-id': 'bad id\twith spaces' } });
+  t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an unsafe id is replaced');
+  const error = await api.request({ method: 'GET', url: '/v1/pets' });
+  t.ok(error.headers['x-request-id'], 'errors carry it too');
+  t.equal(error.headers['cache-control'], 'no-store');
+});

@@ -1,0 +1,69 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { projectRoot } from '../../src/paths.js';
+import type { Teardown } from './api.js';
+
+export interface ServerProcess {
+  child: ChildProcess;
+  /** The API base URL from the banner, e.g. http://127.0.0.1:41234/v1. */
+  baseUrl: string;
+  /** The development key, when the banner printed one. */
+  key: string | undefined;
+  /** Everything written to stdout so far. */
+  output(): string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts the production build as `npm start` does, on a random port, and waits for the banner. */
+export async function startServerProcess(t: Teardown, env: Record<string, string>): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  const deadline = Date.now() + 15_000;
+  let banner: RegExpExecArray | null = null;
+  while (banner === null) {
+    if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}${stdout}`);
+    if (Date.now() > deadline) throw new Error(`no banner within 15 s: ${stderr}${stdout}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    banner = /Pet Store API at (http:\/\/\S+\/v1) /.exec(stdout);
+  }
+  // The key, when there is one, is printed alone on the banner's last line in the same write.
+  const key = /^(psk_\S+)$/m.exec(stdout)?.[1];
+  return {
+    child,
+    baseUrl: banner[1] ?? '',
+    key,
+    output: () => stdout,
+    stop: async (signal = 'SIGTERM') => {
+      child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+const execFileAsync = promisify(execFile);
+
+/** Runs `petstore <args>` (the package's bin) and returns its exit code and output. */
+export async function runCli(args: string[], env: Record<string, string>) {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, [join(projectRoot, 'bin/petstore.js'), ...args], {
+      env: { ...process.env, ...env },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}

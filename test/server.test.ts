@@ -1,0 +1,51 @@
+import { join } from 'node:path';
+import t from 'tap';
+import type { Pet } from '../src/storage/types.js';
+import { conformingFetch, temporaryDirectory } from './helpers/api.js';
+import { startServerProcess } from './helpers/process.js';
+
+async function call(url: string, init: RequestInit = {}): Promise<Response> {
+  return conformingFetch(new Request(url, init));
+}
+
+t.test('npm start on an empty database prints where it serves and a working key', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'fresh.db');
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  t.ok(server.key, 'a development key is printed');
+  const lines = server.output().trimEnd().split('\n');
+  t.equal(lines.at(-1), server.key, 'alone on the last line');
+  t.match(server.output(), /docs: http:\/\/127\.0\.0\.1:\d+\/docs/);
+  const auth = { authorization: `Bearer ${server.key ?? ''}` };
+
+  const created = await call(`${server.baseUrl}/pets`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Curl', categoryId: 1 }),
+  });
+  t.equal(created.status, 201);
+  const pet = (await created.json()) as Pet;
+  const listed = await call(`${server.baseUrl}/pets`, { headers: auth });
+  t.same(await listed.json(), [pet]);
+  const fetched = await call(`${server.baseUrl}/pets/${pet.id}`, { headers: auth });
+  t.same(await fetched.json(), pet);
+
+  const origin = new URL(server.baseUrl).origin;
+  t.equal((await fetch(`${origin}/healthz`)).status, 200, '/healthz needs no key');
+  t.equal((await fetch(`${origin}/readyz`)).status, 200, '/readyz needs no key');
+
+  t.equal(await server.stop('SIGTERM'), 0, 'SIGTERM shuts down cleanly');
+  t.match(server.output(), /"msg":"shutting down"/);
+  t.notMatch(server.output().split('\n').slice(lines.length).join('\n'), server.key ?? '', 'the key appears only in the banner');
+
+  const again = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  t.equal(again.key, undefined, 'no new key once keys exist');
+  const afterRestart = await call(`${again.baseUrl}/pets`, { headers: auth });
+  t.same(await afterRestart.json(), [pet], 'a restart keeps the data and the key');
+  t.equal(await again.stop('SIGINT'), 0);
+});
+
+t.test('the server refuses to start on bad configuration, saying why', async (t) => {
+  const dir = temporaryDirectory(t);
+  await t.rejects(startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), PORT: 'eighty' }), /PORT must be an integer/);
+  await t.rejects(startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
+});

@@ -1,0 +1,86 @@
+import t from 'tap';
+import type { ErrorBody } from '../src/errors.js';
+import { startApi } from './helpers/api.js';
+
+const json = { 'content-type': 'application/json' };
+
+t.test('request bodies are strict: each bad body is a 400 naming the field, and nothing is stored', async (t) => {
+  const api = await startApi(t);
+  const headers = { ...api.auth, ...json };
+  const cases: [string, unknown, RegExp][] = [
+    ['a string for an integer', { name: 'Rex', categoryId: '5' }, /^body\/categoryId must be integer$/],
+    ['a number for a string', { name: 123, categoryId: 1 }, /^body\/name must be string$/],
+    ['a fraction for an integer', { name: 'Rex', categoryId: 1.5 }, /^body\/categoryId must be integer$/],
+    ['null for a field', { name: null, categoryId: 1 }, /^body\/name must be string$/],
+    ['null status', { name: 'Rex', categoryId: 1, status: null }, /^body\/status must be string$/],
+    ['an unknown field', { name: 'Rex', categoryId: 1, colour: 'red' }, /^body\/colour is not an allowed field$/],
+    ['a client-chosen id', { id: 9, name: 'Rex', categoryId: 1 }, /^body\/id is not an allowed field$/],
+    ['a missing name', { categoryId: 1 }, /^body\/name is required$/],
+    ['a missing categoryId', { name: 'Rex' }, /^body\/categoryId is required$/],
+    ['an empty name', { name: '', categoryId: 1 }, /^body\/name /],
+    ['a white-space name', { name: ' \t\u00a0 ', categoryId: 1 }, /^body\/name /],
+    ['a 101-character name', { name: 'x'.repeat(101), categoryId: 1 }, /^body\/name /],
+    ['categoryId 0', { name: 'Rex', categoryId: 0 }, /^body\/categoryId must be >= 1$/],
+    ['categoryId above 2^53 - 1', { name: 'Rex', categoryId: 9007199254740992 }, /^body\/categoryId /],
+    ['an unknown status', { name: 'Rex', categoryId: 1, status: 'lost' }, /^body\/status must be one of available, pending, sold$/],
+    ['an array body', [{ name: 'Rex', categoryId: 1 }], /^body must be a JSON object$/],
+    ['a string body', 'Rex', /^body must be a JSON object$/],
+    ['a boolean for an integer', { name: 'Rex', categoryId: true }, /^body\/categoryId must be integer$/],
+  ];
+  for (const [what, body, message] of cases) {
+    const response = await api.request({ method: 'POST', url: '/v1/pets', headers, payload: JSON.stringify(body) });
+    t.equal(response.statusCode, 400, what);
+    const error = response.json<ErrorBody>();
+    t.equal(error.code, 'invalid_request', what);
+    t.match(error.message, message, what);
+  }
+  const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.same(listed.json(), [], 'no rejected body created a pet');
+});
+
+t.test('a 100-character name is accepted, counted in characters not bytes', async (t) => {
+  const api = await startApi(t);
+  const pet = await api.createPet({ name: 'é'.repeat(100), categoryId: 1 });
+  t.equal(pet.name.length, 100);
+});
+
+t.test('query integers must be canonical decimal integers within range', async (t) => {
+  const api = await startApi(t);
+  for (const limit of ['1e2', '1.5', '', '+3', 'abc', '0x10', '007', ' 5', '0', '101', '-1', '99999999999999999999']) {
+    const response = await api.request({ method: 'GET', url: `/v1/pets?limit=${encodeURIComponent(limit)}`, headers: api.auth });
+    t.equal(response.statusCode, 400, `limit=${JSON.stringify(limit)}`);
+    t.match(response.json<ErrorBody>().message, /^query\/limit /, 'the message names the parameter');
+  }
+  const repeated = await api.request({ method: 'GET', url: '/v1/pets?limit=5&limit=6', headers: api.auth });
+  t.equal(repeated.statusCode, 400, 'a repeated limit is not silently resolved');
+  for (const limit of ['1', '100']) {
+    const response = await api.request({ method: 'GET', url: `/v1/pets?limit=${limit}`, headers: api.auth });
+    t.equal(response.statusCode, 200, `limit=${limit} is within 1..100`);
+  }
+});
+
+t.test('status filter and cursor are validated', async (t) => {
+  const api = await startApi(t);
+  const status = await api.request({ method: 'GET', url: '/v1/pets?status=lost', headers: api.auth });
+  t.equal(status.statusCode, 400);
+  t.match(status.json<ErrorBody>().message, /^query\/status /);
+  const forged = Buffer.from('v1:abc').toString('base64url');
+  const negative = Buffer.from('v1:-5').toString('base64url');
+  for (const cursor of ['zzz', 'not a cursor', forged, negative, 'x'.repeat(65), Buffer.from('v1:012').toString('base64url')]) {
+    const response = await api.request({ method: 'GET', url: `/v1/pets?cursor=${encodeURIComponent(cursor)}`, headers: api.auth });
+    t.equal(response.statusCode, 400, `cursor ${cursor}`);
+    t.match(response.json<ErrorBody>().message, /^query\/cursor /);
+  }
+});
+
+t.test('petId must be a canonical positive integer', async (t) => {
+  const api = await startApi(t);
+  for (const petId of ['', 'abc', '1.5', '1e2', '0', '-1', '+1', '01', '9007199254740992']) {
+    const response = await api.request({ method: 'GET', url: `/v1/pets/${encodeURIComponent(petId)}`, headers: api.auth });
+    t.equal(response.statusCode, 400, `petId ${petId}`);
+    t.match(response.json<ErrorBody>().message, /^params\/petId /);
+    t.equal(response.headers.sunset, 'Thu, 05 Dec 2030 00:00:00 GMT', 'the 400 of getPet is marked deprecated too');
+  }
+  const largest = await api.request({ method: 'GET', url: '/v1/pets/9007199254740991', headers: api.auth });
+  t.equal(largest.statusCode, 404, 'the largest id is valid, just absent');
+});
