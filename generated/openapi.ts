@@ -107,11 +107,11 @@ export interface components {
              * @description Machine-readable error code: `invalid_request` and `malformed_json` (400),
              *     `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
              *     `request_timeout` (408), `payload_too_large` (413), `unsupported_media_type` (415),
-             *     `headers_too_large` (431), `rate_limited` (429), `internal_error` (500),
+             *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429), `internal_error` (500),
              *     `service_unavailable` (503).
              * @enum {string}
              */
-            code: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable";
+            code: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable";
             /** @description Human-readable description; for a 400 it names the offending field or parameter. */
             message: string;
             /** @description The HTTP status of the response. */
@@ -142,6 +142,32 @@ export interface components {
         MethodNotAllowed: {
             headers: {
                 Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The `Idempotency-Key` was already used, within 24 hours, with a different body. */
+        IdempotencyKeyReused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests. Each API key may make `RATE_LIMIT_PER_MINUTE` requests a minute
+         *     (default 1000); each client address may fail authentication 30 times a minute, after which
+         *     it gets 429 instead of 401 until the window resets.
+         */
+        RateLimited: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -194,6 +220,14 @@ export interface components {
          */
         Cursor: string;
         /**
+         * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+         *     same API key within 24 hours, answers with the original 201 (same pet, with
+         *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
+         *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+         * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
+         */
+        IdempotencyKey: string;
+        /**
          * @description The animal's id, a canonical positive decimal integer.
          * @example 1
          */
@@ -216,6 +250,14 @@ export interface components {
         SuccessorLink: string;
         /** @description `Bearer realm="petstore"`, with `error="invalid_token"` when a token was sent (RFC 6750). */
         WWWAuthenticate: string;
+        /** @description Requests allowed per window for this API key (`RATE_LIMIT_PER_MINUTE`, default 1000 a minute). */
+        RateLimitLimit: number;
+        /** @description Requests left in the current window. */
+        RateLimitRemaining: number;
+        /** @description Seconds until the window resets. */
+        RateLimitReset: number;
+        /** @description Seconds to wait before retrying. */
+        RetryAfter: number;
         /** @description The methods the path supports. */
         Allow: string;
     };
@@ -254,6 +296,9 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["NextLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -263,13 +308,23 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };
     };
     createPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     same API key within 24 hours, answers with the original 201 (same pet, with
+                 *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
+                 *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+                 * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -285,6 +340,11 @@ export interface operations {
                     /** @description Path of the new animal. */
                     Location: string;
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    /** @description `true` when this answer replays an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -296,6 +356,8 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -321,6 +383,9 @@ export interface operations {
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["SuccessorLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -365,6 +430,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -5,9 +5,12 @@ import openapiGlue from 'fastify-openapi-glue';
 import type { Contract } from './contract.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth } from './plugins/auth.js';
-import { deprecationHeaders } from './plugins/deprecation.js';
+import { PathTable } from './path-table.js';
+import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
+import docs from './plugins/docs.js';
 import errors, { clientErrorHandler, frameworkErrors } from './plugins/errors.js';
 import health from './plugins/health.js';
+import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import validation from './plugins/validation.js';
 import { RequestLog } from './logging.js';
 import type { Storage } from './storage/types.js';
@@ -18,9 +21,24 @@ export const BODY_LIMIT = 16 * 1024;
 export interface AppOptions {
   contract: Contract;
   storage: Storage;
+  /** How long a request may take to arrive, and how many connections are served at once. */
+  connections?: ConnectionLimits;
+  /** Per-key and failed-authentication limits; see DEFAULT_RATE_LIMITS. */
+  rateLimit?: RateLimitSettings;
   /** Passed to fastify: `false` for silence, or pino options. */
   logger?: FastifyServerOptions['logger'];
+  /** Where clients reach this instance, named first in the served contract (default: the listen address). */
+  publicUrl?: string | undefined;
 }
+
+export interface ConnectionLimits {
+  /** A request (headers and body) must arrive within this; slower clients get 408. */
+  requestTimeoutMs: number;
+  /** Connections beyond this are refused, so slow clients cannot exhaust the server. */
+  maxConnections: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 10_000, maxConnections: 1024 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -44,7 +62,9 @@ function validateEveryBodyAsJson(route: RouteOptions): void {
   }
 }
 
-export async function buildApp({ contract, storage, logger = false }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({ contract, storage, logger = false, publicUrl, rateLimit = DEFAULT_RATE_LIMITS, connections = DEFAULT_CONNECTION_LIMITS }: AppOptions): Promise<FastifyInstance> {
+  const paths = new PathTable(contract.basePath, contract.operations);
+  const deprecated = deprecationHeaders(`${contract.basePath}/pets`);
   const app = Fastify({
     logger,
     bodyLimit: BODY_LIMIT,
@@ -54,22 +74,31 @@ export async function buildApp({ contract, storage, logger = false }: AppOptions
     exposeHeadRoutes: false,
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
     return503OnClosing: false,
+    requestTimeout: connections.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(5_000, connections.requestTimeoutMs),
+      // Node checks the timeouts above this often (default 30 s: too coarse to be a limit).
+      connectionsCheckingInterval: Math.min(1_000, connections.requestTimeoutMs / 4),
+    },
     clientErrorHandler,
-    frameworkErrors,
+    frameworkErrors: frameworkErrors(paths, (operation) => (operation.deprecated ? deprecated : {})),
   });
 
+  app.server.maxConnections = connections.maxConnections;
   await app.register(validation);
-  await app.register(errors, { basePath: contract.basePath, operations: contract.operations });
+  await app.register(errors, { paths });
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
   });
 
   await app.register(health, { storage });
+  await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);
-  const authenticate = bearerAuth(storage.accounts);
-  const markDeprecated = deprecationHeaders(`${contract.basePath}/pets`);
+  const limits = await rateLimits(app, rateLimit);
+  const authenticate = bearerAuth(storage.accounts, limits.authFailure);
+  const addDeprecationHeaders = markDeprecated(deprecated);
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
 
   // Only JSON bodies exist in this API: without this, fastify would parse text/plain bodies too.
@@ -92,8 +121,11 @@ export async function buildApp({ contract, storage, logger = false }: AppOptions
           throw new Error(`No handler for operation ${operationId}`);
         }
         const onRequest = [];
-        if (operation.deprecated) onRequest.push(markDeprecated);
-        if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
+        if (operation.deprecated) onRequest.push(addDeprecationHeaders);
+        if (operation.securitySchemes.length > 0) {
+          onRequest.push(authenticate);
+          if (limits.perKey !== undefined) onRequest.push(limits.perKey);
+        }
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         return { handler, onRequest } as unknown as RouteOptions;

@@ -1,4 +1,6 @@
 import { resolve } from 'node:path';
+import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
+import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
 export interface Config {
@@ -8,6 +10,10 @@ export interface Config {
   databaseFile: string;
   logLevel: string;
   synchronous: SynchronousMode;
+  rateLimit: RateLimitSettings;
+  connections: ConnectionLimits;
+  /** The URL clients reach this instance at, when it differs from the listen address. */
+  publicUrl: string | undefined;
 }
 
 const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
@@ -26,6 +32,14 @@ function oneOf<T extends string>(name: string, value: string, allowed: readonly 
   return value as T;
 }
 
+function wholeNumber(name: string, value: string | undefined, fallback: number, min: 0 | 1): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(value) || Number(value) < min) {
+    throw new Error(`${name} must be a whole number${min === 0 ? ' (0 turns it off)' : ' above 0'}; got "${value}"`);
+  }
+  return Number(value);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = Number(env.PORT ?? '3000');
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -36,6 +50,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port,
     databaseFile: databaseFileFrom(env.DATABASE_URL),
     logLevel: oneOf('LOG_LEVEL', env.LOG_LEVEL ?? 'info', LOG_LEVELS),
+    rateLimit: {
+      perMinute: wholeNumber('RATE_LIMIT_PER_MINUTE', env.RATE_LIMIT_PER_MINUTE, DEFAULT_RATE_LIMITS.perMinute, 0),
+      authFailuresPerMinute: wholeNumber(
+        'AUTH_FAILURES_PER_MINUTE',
+        env.AUTH_FAILURES_PER_MINUTE,
+        DEFAULT_RATE_LIMITS.authFailuresPerMinute,
+        0,
+      ),
+    },
+    connections: {
+      requestTimeoutMs: wholeNumber('REQUEST_TIMEOUT_MS', env.REQUEST_TIMEOUT_MS, DEFAULT_CONNECTION_LIMITS.requestTimeoutMs, 1),
+      maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
+    },
+    publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     synchronous: oneOf('SQLITE_SYNCHRONOUS', (env.SQLITE_SYNCHRONOUS ?? 'NORMAL').toUpperCase(), SYNCHRONOUS_MODES),
   };
 }

@@ -13,6 +13,9 @@ async function main(): Promise<void> {
     contract,
     storage,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
+    publicUrl: config.publicUrl,
+    rateLimit: config.rateLimit,
+    connections: config.connections,
   });
 
   let closing = false;
@@ -33,7 +36,12 @@ async function main(): Promise<void> {
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
-  const lines = [`Pet Store API at ${origin}${contract.basePath} (docs: ${origin}/docs, database: ${config.databaseFile})`];
+  const api = `${origin}${contract.basePath}`;
+  const lines = [
+    `Pet Store API at ${api} (database: ${config.databaseFile})`,
+    `  docs: ${origin}/docs`,
+    `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
+  ];
   if (issued !== undefined) {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',

@@ -90,7 +90,7 @@ t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz 
 
 t.test('malformed URLs and raw HTTP garbage get Error bodies, never fastify\'s shape', async (t) => {
   const api = await startApi(t);
-  const badUrl = await api.app.inject({ method: 'GET', url: '/v1/pets/%zz', headers: api.auth });
+  const badUrl = await api.request({ method: 'GET', url: '/v1/pets/%zz', headers: api.auth });
   t.equal(badUrl.statusCode, 400);
   t.equal(badUrl.json<ErrorBody>().code, 'invalid_request');
   t.notMatch(badUrl.body, /statusCode|"error"/);

@@ -14,10 +14,14 @@ export type SuccessBody<K extends OperationId> = {
   [S in keyof Operation<K>['responses']]: S extends 200 | 201 ? JsonBody<Operation<K>['responses'][S]> : never;
 }[keyof Operation<K>['responses']];
 
+/** Node lower-cases header names; the contract spells them as documented. */
+type LowercaseKeys<T> = { [P in keyof T as Lowercase<P & string>]: T[P] };
+
 /** The request as validated against the contract (defaults applied, integers coerced). */
 export type OperationRequest<K extends OperationId> = FastifyRequest<{
   Params: NonNullable<Parameters<K>['path']>;
   Querystring: NonNullable<Parameters<K>['query']>;
+  Headers: LowercaseKeys<NonNullable<Parameters<K>['header']>>;
   Body: JsonBody<Operation<K>['requestBody']>;
 }>;
 

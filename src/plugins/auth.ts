@@ -23,18 +23,25 @@ function unauthorized(message: string, tokenSent: boolean): ApiError {
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
  */
-export function bearerAuth(accounts: AccountRepository): onRequestAsyncHookHandler {
-  return async function authenticate(request: FastifyRequest, _reply: FastifyReply) {
+export function bearerAuth(
+  accounts: AccountRepository,
+  /** Told of each failure; may answer with another error (a 429 for too many failures). */
+  onFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>,
+): onRequestAsyncHookHandler {
+  async function identify(request: FastifyRequest): Promise<Principal | ApiError> {
     const header = request.headers.authorization;
     if (header === undefined || header === '') {
-      throw unauthorized('Missing API key: send Authorization: Bearer <key>', false);
+      return unauthorized('Missing API key: send Authorization: Bearer <key>', false);
     }
     const token = BEARER.exec(header)?.[1];
-    if (token === undefined) {
-      throw unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
-    }
+    if (token === undefined) return unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
     const principal = isWellFormedKey(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
-    if (principal === undefined) throw unauthorized('Invalid or revoked API key', true);
-    request.principal = principal;
+    return principal ?? unauthorized('Invalid or revoked API key', true);
+  }
+
+  return async function authenticate(request: FastifyRequest, reply: FastifyReply) {
+    const identity = await identify(request);
+    if (identity instanceof ApiError) throw (await onFailure(request, reply)) ?? identity;
+    request.principal = identity;
   };
 }

@@ -1,12 +1,12 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import type { ContractOperation } from '../contract.js';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
+import type { ContractOperation } from '../contract.js';
+import type { PathTable } from '../path-table.js';
 
 export interface ErrorsOptions {
-  basePath: string;
-  operations: ContractOperation[];
+  paths: PathTable;
 }
 
 /** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
@@ -63,9 +63,16 @@ function send(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
-/** Answers errors raised before routing (malformed URLs) with the Error body. */
-export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
-  send(reply, new ApiError(400, 'invalid_request', `Malformed request: ${error.message}`));
+/**
+ * Answers errors raised before routing (a URL that cannot be decoded) with the Error body, and
+ * with the headers the contract promises for the operation the URL names.
+ */
+export function frameworkErrors(paths: PathTable, headersOf: (operation: ContractOperation) => Record<string, string>) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const operation = paths.match(request.url)?.operations.get(request.method);
+    if (operation !== undefined) reply.headers(headersOf(operation));
+    send(reply, new ApiError(400, 'invalid_request', `Malformed request: ${error.message}`));
+  };
 }
 
 /** Answers HTTP parse errors on the raw socket (no request object exists yet). */
@@ -90,25 +97,7 @@ function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
   }
 }
 
-/** Turns the contract's path templates into matchers for 405 answers. */
-function methodTable(basePath: string, operations: ContractOperation[]) {
-  const byPath = new Map<string, Set<string>>();
-  for (const { path, method } of operations) {
-    const methods = byPath.get(path) ?? new Set<string>();
-    methods.add(method);
-    byPath.set(path, methods);
-  }
-  return [...byPath].map(([path, methods]) => ({
-    pattern: new RegExp(
-      `^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]*')}$`,
-    ),
-    allow: [...methods].sort().join(', '),
-  }));
-}
-
 async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promise<void> {
-  const paths = methodTable(options.basePath, options.operations);
-
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
     if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
@@ -117,7 +106,7 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0] ?? '';
-    const known = paths.find(({ pattern }) => pattern.test(path));
+    const known = options.paths.match(path);
     if (known !== undefined) {
       return send(
         reply,

@@ -63,9 +63,22 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
   return validate as FastifyValidationResult;
 }
 
+/**
+ * Node lower-cases header names; the contract spells them as documented (`Idempotency-Key`).
+ * fastify lower-cases header schemas only for its own compiler, so do it here.
+ */
+function lowerCaseHeaderNames(schema: FastifySchema): FastifySchema {
+  const { properties = {}, required = [] } = schema as ObjectSchema & { required?: string[] };
+  return {
+    ...schema,
+    properties: Object.fromEntries(Object.entries(properties).map(([name, property]) => [name.toLowerCase(), property])),
+    required: required.map((name) => name.toLowerCase()),
+  } as FastifySchema;
+}
+
 export function compileValidator({ schema, httpPart }: FastifyRouteSchemaDef<FastifySchema>): FastifyValidationResult {
   if (httpPart === 'body') return bodyAjv.compile(schema) as FastifyValidationResult;
-  return compileParameters(schema);
+  return compileParameters(httpPart === 'headers' ? lowerCaseHeaderNames(schema) : schema);
 }
 
 async function validationPlugin(app: FastifyInstance): Promise<void> {

@@ -17,10 +17,28 @@ export interface PetPage {
   hasMore: boolean;
 }
 
+/** Makes a create safe to retry: see the `Idempotency-Key` parameter in openapi.yaml. */
+export interface IdempotencyClaim {
+  /** The API key that sent the request: keys are scoped to it. */
+  apiKeyId: number;
+  key: string;
+  /** Identifies the request body, to tell a retry from a reuse of the key. */
+  fingerprint: Buffer;
+}
+
+export type CreateOutcome =
+  | { outcome: 'created' | 'replayed'; pet: Pet }
+  /** The key was used, within its lifetime, with another body. */
+  | { outcome: 'conflict' };
+
+/** How long an Idempotency-Key is remembered. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
 /** The pet catalogue. Handlers speak only this; each backend speaks its own SQL. */
 export interface PetRepository {
   list(query: PetPageQuery): Promise<PetPage>;
-  create(pet: NewPetRecord): Promise<Pet>;
+  /** Creates a pet; with a claim, the check, the insert and the claim are one transaction. */
+  create(pet: NewPetRecord, claim?: IdempotencyClaim): Promise<CreateOutcome>;
   get(id: number): Promise<Pet | undefined>;
   /** Adds many pets in one transaction (seeding and benchmarks). */
   createMany(pets: Iterable<NewPetRecord>): Promise<number>;

@@ -5,8 +5,9 @@ import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
+import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { assertConforms, contract } from './contract.js';
@@ -47,13 +48,27 @@ export function temporaryDirectory(t: Teardown): string {
 }
 
 /** A real server on a real SQLite file in a temporary folder, with one account and key. */
-export async function startApi(t: Teardown, options: { databaseFile?: string } = {}): Promise<TestApi> {
+export interface StartOptions {
+  databaseFile?: string;
+  rateLimit?: RateLimitSettings;
+  connections?: ConnectionLimits;
+  /** The clock idempotency keys expire by. */
+  now?: () => number;
+}
+
+export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
   const databaseFile = options.databaseFile ?? join(temporaryDirectory(t), 'petstore.db');
-  const storage = openSqlite({ filename: databaseFile });
+  const storage = openSqlite({ filename: databaseFile, ...(options.now === undefined ? {} : { now: options.now }) });
   const account =
     (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
-  const app = await buildApp({ contract, storage, logger: false });
+  const app = await buildApp({
+    contract,
+    storage,
+    logger: false,
+    ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
+    ...(options.connections === undefined ? {} : { connections: options.connections }),
+  });
   t.teardown(async () => {
     await app.close();
     await storage.close();

@@ -52,6 +52,12 @@ function header(response: ObservedResponse, name: string): string | undefined {
   return value === undefined ? undefined : String(value);
 }
 
+/** A header is text; an integer header must be a decimal integer to be checked as one. */
+function headerValue(value: string, schema: object): unknown {
+  const type = (schema as { type?: unknown }).type;
+  return type === 'integer' && /^-?(0|[1-9][0-9]*)$/.test(value) ? Number(value) : value;
+}
+
 function checkJsonBody(response: ObservedResponse, schema: object, where: string): string[] {
   if (where.startsWith('HEAD ')) return response.body === '' ? [] : [`${where}: a HEAD response has a body`];
   const contentType = header(response, 'content-type') ?? '';
@@ -101,7 +107,7 @@ export function contractViolations(method: string, url: string, response: Observ
       if (definition.required === true) problems.push(`${where}: required header ${name} is missing`);
       continue;
     }
-    if (definition.schema !== undefined && !validatorFor(definition.schema as object)(value)) {
+    if (definition.schema !== undefined && !validatorFor(definition.schema as object)(headerValue(value, definition.schema))) {
       problems.push(`${where}: header ${name}: "${value}" does not match its schema`);
     }
   }

@@ -1,7 +1,9 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { issueKey } from '../../src/auth/api-keys.js';
 import { projectRoot } from '../../src/paths.js';
+import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Teardown } from './api.js';
 
 export interface ServerProcess {
@@ -65,5 +67,16 @@ export async function runCli(args: string[], env: Record<string, string>) {
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
     return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+/** A database file with one account and key, as `petstore accounts/keys create` would leave it. */
+export async function databaseWithKey(databaseFile: string): Promise<string> {
+  const storage = openSqlite({ filename: databaseFile });
+  try {
+    const account = await storage.accounts.createAccount('ops');
+    return (await issueKey(storage.accounts, account.id)).key;
+  } finally {
+    await storage.close();
   }
 }

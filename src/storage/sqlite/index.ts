@@ -2,16 +2,19 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { migrationsDir } from '../../paths.js';
-import type {
-  Account,
-  AccountRepository,
-  ApiKeyInfo,
-  NewPetRecord,
-  Pet,
-  PetPageQuery,
-  PetRepository,
-  Principal,
-  Storage,
+import {
+  type Account,
+  type AccountRepository,
+  type ApiKeyInfo,
+  type CreateOutcome,
+  IDEMPOTENCY_TTL_MS,
+  type IdempotencyClaim,
+  type NewPetRecord,
+  type Pet,
+  type PetPageQuery,
+  type PetRepository,
+  type Principal,
+  type Storage,
 } from '../types.js';
 import { migrate } from './migrate.js';
 
@@ -22,7 +25,12 @@ export interface SqliteOptions {
   filename: string;
   /** SQLite's `synchronous` pragma; see "Guarantees" in the README. */
   synchronous?: SynchronousMode;
+  /** The clock idempotency keys expire by (Unix milliseconds). */
+  now?: () => number;
 }
+
+const BUSY_TIMEOUT_MS = 5000;
+const PING_BUSY_TIMEOUT_MS = 200;
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
 const KEY_COLUMNS =
@@ -36,14 +44,20 @@ export function openSqlite(options: SqliteOptions): Storage {
   db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);
   db.pragma('foreign_keys = ON');
   // The CLI may write while the server runs: wait for the lock rather than fail.
-  db.pragma('busy_timeout = 5000');
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   migrate(db, migrationsDir);
 
   return {
-    pets: petRepository(db),
+    pets: petRepository(db, options.now ?? Date.now),
     accounts: accountRepository(db),
+    // Ready means writable: take the write lock and let go, waiting at most a moment for it.
     ping: async () => {
-      db.prepare('SELECT 1').get();
+      db.pragma(`busy_timeout = ${PING_BUSY_TIMEOUT_MS}`);
+      try {
+        db.exec('BEGIN IMMEDIATE; ROLLBACK');
+      } finally {
+        if (db.open) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      }
     },
     close: async () => {
       if (db.open) db.close();
@@ -51,7 +65,7 @@ export function openSqlite(options: SqliteOptions): Storage {
   };
 }
 
-function petRepository(db: Database.Database): PetRepository {
+function petRepository(db: Database.Database, now: () => number): PetRepository {
   // limit + 1 rows tell whether another page follows without a second query.
   const listAll = db.prepare<[number, number], Pet>(
     `SELECT ${PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`,
@@ -63,6 +77,29 @@ function petRepository(db: Database.Database): PetRepository {
     `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${PET_COLUMNS}`,
   );
   const byId = db.prepare<[number], Pet>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = ?`);
+  const claimOf = db.prepare<[number, string, number], { fingerprint: Buffer; petId: number }>(
+    `SELECT fingerprint, pet_id AS petId FROM idempotency_keys
+     WHERE api_key_id = ? AND key = ? AND created_at > ?`,
+  );
+  // REPLACE: an expired claim on the same key gives way to the new one.
+  const saveClaim = db.prepare<[number, string, Buffer, number, number]>(
+    `INSERT OR REPLACE INTO idempotency_keys (api_key_id, key, fingerprint, pet_id, created_at)
+     VALUES (?, ?, ?, ?, ?)`,
+  );
+  const purgeClaims = db.prepare<[number]>('DELETE FROM idempotency_keys WHERE created_at <= ?');
+  // IMMEDIATE takes the write lock first, so two racing retries cannot both miss the claim.
+  const createClaimed = db.transaction((pet: NewPetRecord, claim: IdempotencyClaim): CreateOutcome => {
+    const at = now();
+    const existing = claimOf.get(claim.apiKeyId, claim.key, at - IDEMPOTENCY_TTL_MS);
+    if (existing !== undefined) {
+      if (!existing.fingerprint.equals(claim.fingerprint)) return { outcome: 'conflict' };
+      return { outcome: 'replayed', pet: byId.get(existing.petId) as Pet };
+    }
+    const created = insert.get(pet.name, pet.categoryId, pet.status) as Pet;
+    saveClaim.run(claim.apiKeyId, claim.key, claim.fingerprint, created.id, at);
+    return { outcome: 'created', pet: created };
+  });
+  purgeClaims.run(now() - IDEMPOTENCY_TTL_MS);
   const insertMany = db.transaction((pets: Iterable<NewPetRecord>) => {
     let count = 0;
     for (const pet of pets) {
@@ -81,7 +118,10 @@ function petRepository(db: Database.Database): PetRepository {
       const hasMore = rows.length > limit;
       return { pets: hasMore ? rows.slice(0, limit) : rows, hasMore };
     },
-    create: async (pet) => insert.get(pet.name, pet.categoryId, pet.status) as Pet,
+    create: async (pet, claim) =>
+      claim === undefined
+        ? { outcome: 'created', pet: insert.get(pet.name, pet.categoryId, pet.status) as Pet }
+        : createClaimed.immediate(pet, claim),
     get: async (id) => byId.get(id),
     createMany: async (pets) => insertMany(pets),
   };

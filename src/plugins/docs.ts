@@ -1,0 +1,141 @@
+import { createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { stringify } from 'yaml';
+import type { Contract, OpenApiDocument } from '../contract.js';
+
+export interface DocsOptions {
+  contract: Contract;
+  /**
+   * The URL clients reach this instance at, without the base path (e.g. `https://pets.example`).
+   * Default: the address the server listens on.
+   */
+  publicUrl?: string | undefined;
+}
+
+interface Representation {
+  body: string;
+  contentType: string;
+  etag: string;
+}
+
+interface Published {
+  document: OpenApiDocument;
+  json: Representation;
+  yaml: Representation;
+}
+
+/** Caches may store the contract but must revalidate it: a restart can change `servers[0]`. */
+const CACHE_CONTROL = 'no-cache';
+
+/** Everything the page needs comes from this server; nothing else may be fetched or framed. */
+const DOCS_CSP =
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; " +
+  "base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
+
+export function normalisePublicUrl(value: string): string {
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (
+    url === undefined ||
+    !['http:', 'https:'].includes(url.protocol) ||
+    url.search !== '' ||
+    url.hash !== '' ||
+    url.username !== '' ||
+    url.password !== ''
+  ) {
+    throw new Error(`PUBLIC_URL must be an http or https URL without credentials, query or fragment; got "${value}"`);
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+/** `http://127.0.0.1:3000` for the bound socket; a wildcard bind is named by its loopback address. */
+function listeningOrigin(address: AddressInfo | string | null): string | undefined {
+  if (address === null || typeof address === 'string') return undefined;
+  const host = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : address.address;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
+}
+
+function represent(body: string, contentType: string): Representation {
+  return { body, contentType, etag: `"${createHash('sha256').update(body).digest('base64url')}"` };
+}
+
+function publish(document: OpenApiDocument, instanceUrl: string | undefined): Published {
+  const served =
+    instanceUrl === undefined
+      ? document
+      : { ...document, servers: [{ url: instanceUrl, description: 'This instance' }, ...(document.servers ?? [])] };
+  return {
+    document: served,
+    json: represent(JSON.stringify(served), 'application/json; charset=utf-8'),
+    yaml: represent(stringify(served, { aliasDuplicateObjects: false, lineWidth: 0 }), 'application/yaml; charset=utf-8'),
+  };
+}
+
+/** RFC 9110 13.1.2: `*` or a list of entity tags, compared weakly. */
+function ifNoneMatch(header: string | undefined, etag: string): boolean {
+  return (header ?? '').split(',').some((tag) => {
+    const trimmed = tag.trim();
+    return trimmed === '*' || trimmed.replace(/^W\//, '') === etag;
+  });
+}
+
+function sendRepresentation(request: FastifyRequest, reply: FastifyReply, representation: Representation) {
+  reply.header('etag', representation.etag).header('cache-control', CACHE_CONTROL);
+  if (ifNoneMatch(request.headers['if-none-match'], representation.etag)) return reply.code(304).send();
+  return reply.type(representation.contentType).send(representation.body);
+}
+
+/**
+ * Serves the contract as written (refs intact) at `{basePath}/openapi.json` and `.yaml`, and an
+ * interactive reference for it at `/docs`, all without authentication.
+ */
+async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOptions): Promise<void> {
+  // servers[0] names this instance. The Host header is never used for it: the contract is
+  // cacheable, so one client could poison what a shared cache hands to others. Without a
+  // configured public URL, the bound address is read per request, because the app is built
+  // before it listens (on port 0 in tests).
+  const configured = publicUrl === undefined ? undefined : normalisePublicUrl(publicUrl);
+  let cache: { origin: string | undefined; published: Published } | undefined;
+  const current = (): Published => {
+    const origin = configured ?? listeningOrigin(app.server.address());
+    if (cache === undefined || cache.origin !== origin) {
+      const instanceUrl = origin === undefined ? undefined : `${origin}${contract.basePath}`;
+      cache = { origin, published: publish(contract.document, instanceUrl) };
+    }
+    return cache.published;
+  };
+
+  app.get(`${contract.basePath}/openapi.json`, (request, reply) => sendRepresentation(request, reply, current().json));
+  app.get(`${contract.basePath}/openapi.yaml`, (request, reply) => sendRepresentation(request, reply, current().yaml));
+
+  // @fastify/swagger-ui depends on @fastify/swagger only for the `swagger()` decorator its page
+  // loads the document from. @fastify/swagger would merely hand back this static document, so
+  // this stands in for it under its name.
+  await app.register(
+    fp(
+      async (scope: FastifyInstance) => {
+        scope.decorate('swagger', (options?: { yaml?: boolean }) =>
+          options?.yaml === true ? current().yaml.body : current().document,
+        );
+      },
+      { name: '@fastify/swagger' },
+    ),
+  );
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: DOCS_CSP,
+    theme: { title: `${contract.document.info.title} API reference` },
+    uiConfig: {
+      // Only this contract: no top bar to explore other URLs, no external validator badge.
+      layout: 'BaseLayout',
+      validatorUrl: null,
+      deepLinking: true,
+      displayOperationId: true,
+      persistAuthorization: true,
+    },
+  });
+}
+
+export default docsPlugin;

@@ -1,0 +1,133 @@
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { parse } from 'yaml';
+import { buildApp } from '../src/app.js';
+import type { ErrorBody } from '../src/errors.js';
+import { contractPath } from '../src/paths.js';
+import { listen, startApi } from './helpers/api.js';
+import { contract } from './helpers/contract.js';
+
+// assertConforms knows only the contract's operations, so it expects 404 anywhere else: the
+// Error answers below go through api.request(); the documents and pages are checked here.
+
+const committed = parse(readFileSync(contractPath, 'utf8')) as { servers: unknown[] };
+
+/** The committed contract with this instance named first. */
+function servedFor(instanceUrl: string) {
+  return { ...committed, servers: [{ url: instanceUrl, description: 'This instance' }, ...committed.servers] };
+}
+
+const formats: { path: string; type: RegExp; parse: (text: string) => unknown }[] = [
+  { path: '/v1/openapi.json', type: /^application\/json; charset=utf-8$/, parse: (text) => JSON.parse(text) },
+  { path: '/v1/openapi.yaml', type: /^application\/yaml; charset=utf-8$/, parse: (text) => parse(text) },
+];
+
+t.test('the served contract is the committed one, with this instance first in servers', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  for (const format of formats) {
+    for (const headers of [{}, { authorization: 'Bearer not-a-key' }]) {
+      const response = await fetch(`${origin}${format.path}`, { headers });
+      t.equal(response.status, 200, `${format.path} needs no key`);
+      t.match(response.headers.get('content-type'), format.type);
+      t.strictSame(format.parse(await response.text()), servedFor(`${origin}/v1`), format.path);
+    }
+  }
+});
+
+t.test('servers[0] comes from the configured public URL or the socket, never from Host', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const spoofed = await api.app.inject({ url: '/v1/openapi.json', headers: { host: 'evil.example' } });
+  t.strictSame(JSON.parse(spoofed.body), servedFor(`${origin}/v1`));
+
+  const behindProxy = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example/store/' });
+  t.teardown(() => behindProxy.close());
+  for (const format of formats) {
+    const response = await behindProxy.inject({ url: format.path, headers: { host: 'evil.example' } });
+    t.strictSame(format.parse(response.body), servedFor('https://pets.example/store/v1'), format.path);
+  }
+
+  for (const publicUrl of ['pets.example', 'ftp://pets.example', 'https://pets.example/?a=1', 'https://u:p@pets.example']) {
+    await t.rejects(buildApp({ contract, storage: api.storage, publicUrl }), /PUBLIC_URL must be an http or https URL/, publicUrl);
+  }
+});
+
+t.test('the served contract can be revalidated with its ETag', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const etags = new Set<string>();
+  for (const { path } of formats) {
+    const url = `${origin}${path}`;
+    const first = await fetch(url);
+    const etag = first.headers.get('etag') ?? '';
+    t.match(etag, /^"[^"]+"$/, `${path} has a strong ETag`);
+    t.equal(first.headers.get('cache-control'), 'no-cache', 'caches must revalidate');
+    etags.add(etag);
+
+    for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
+      const again = await fetch(url, { headers: { 'if-none-match': ifNoneMatch } });
+      t.equal(again.status, 304, `If-None-Match: ${ifNoneMatch}`);
+      t.equal(await again.text(), '');
+      t.equal(again.headers.get('etag'), etag);
+      t.equal(again.headers.get('cache-control'), 'no-cache');
+    }
+    const changed = await fetch(url, { headers: { 'if-none-match': '"other"' } });
+    t.equal(changed.status, 200, 'a stale ETag gets the document');
+  }
+  t.equal(etags.size, 2, 'JSON and YAML have different ETags');
+
+  const elsewhere = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example' });
+  t.teardown(() => elsewhere.close());
+  const response = await elsewhere.inject({ url: formats[0]?.path ?? '' });
+  t.notOk(etags.has(String(response.headers.etag)), 'another servers[0] is another ETag');
+});
+
+t.test('other methods on the documents and the docs are 404 Error bodies, as elsewhere outside the API', async (t) => {
+  const api = await startApi(t);
+  const writes = ['POST', 'PUT', 'DELETE', 'PATCH'];
+  // HEAD as on /healthz (the app exposes no HEAD routes); @fastify/static answers HEAD for assets.
+  const cases = [
+    ...['/v1/openapi.json', '/v1/openapi.yaml', '/docs'].flatMap((url) => [...writes, 'HEAD'].map((method) => ({ method, url }))),
+    ...writes.map((method) => ({ method, url: '/docs/static/swagger-ui.css' })),
+  ];
+  for (const { method, url } of cases) {
+    const response = await api.request({ method, url });
+    t.equal(response.statusCode, 404, `${method} ${url}`);
+  }
+  const missing = await api.request({ method: 'GET', url: '/docs/static/nope.js' });
+  t.equal(missing.json<ErrorBody>().code, 'not_found', 'a missing asset is an Error body');
+});
+
+t.test('/docs serves the page and every asset it names from this server, cacheable', async (t) => {
+  const api = await startApi(t);
+  for (const url of ['/docs', '/docs/']) {
+    const page = await api.app.inject({ url });
+    t.equal(page.statusCode, 200, url);
+    t.match(page.headers['content-type'], /^text\/html/);
+    t.match(page.headers['content-security-policy'], /default-src 'self'/);
+    t.notMatch(page.headers['cache-control'] ?? '', /no-store/, 'the API scope’s no-store stays in the API');
+
+    const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? '');
+    t.ok(assets.length >= 5, `${url} names its scripts, styles and icons`);
+    for (const asset of assets) {
+      t.notMatch(asset, /^[a-z]+:|^\/\//i, `${asset} is served from here`);
+      const resolved = new URL(asset, `http://localhost${url}`).pathname;
+      const response = await api.app.inject({ url: resolved });
+      t.equal(response.statusCode, 200, resolved);
+      t.notMatch(response.headers['cache-control'] ?? '', /no-store/, `${resolved} is cacheable`);
+    }
+  }
+
+  const redirect = await api.app.inject({ url: '/docs/static/index.html' });
+  t.equal(redirect.statusCode, 302);
+  t.equal(redirect.headers.location, '/docs/');
+
+  const initializer = await api.app.inject({ url: '/docs/static/swagger-initializer.js' });
+  t.match(initializer.body, /"validatorUrl":null/, 'no external validator badge');
+  t.match(initializer.body, /"persistAuthorization":true/);
+
+  const loaded = await api.app.inject({ url: '/docs/json' });
+  const served = await api.app.inject({ url: '/v1/openapi.json' });
+  t.equal(loaded.body, served.body, 'the page loads the served contract');
+});

@@ -1,0 +1,36 @@
+import { join } from 'node:path';
+import t from 'tap';
+import { temporaryDirectory } from './helpers/api.js';
+import { databaseWithKey, startServerProcess } from './helpers/process.js';
+
+t.test('logs carry no key and no Authorization value, and tie every line to its request', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'logs.db');
+  const key = await databaseWithKey(databaseFile);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile, LOG_LEVEL: 'trace' });
+  const wrongKey = `psk_${'Z'.repeat(43)}`;
+  const basic = `Basic ${Buffer.from('user:hunter2').toString('base64')}`;
+  const traffic: [string, RequestInit][] = [
+    ['/pets', { headers: { authorization: `Bearer ${key}` } }],
+    ['/pets', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'trace-me' }, body: '{"name":"Logged","categoryId":1}' }],
+    ['/pets/999', { headers: { authorization: `bearer ${key}` } }],
+    ['/pets', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"name":' }],
+    ['/pets', { headers: { authorization: `Bearer ${wrongKey}` } }],
+    ['/pets', { headers: { authorization: basic } }],
+  ];
+  for (const [path, init] of traffic) await fetch(`${server.baseUrl}${path}`, init);
+  await server.stop();
+
+  const logs = server.output();
+  for (const secret of [key, wrongKey, key.slice(4), 'hunter2', basic.slice(6)]) {
+    t.notOk(logs.includes(secret), `the logs never contain ${secret.slice(0, 8)}…`);
+  }
+  t.notMatch(logs, /authorization/i, 'nor any Authorization header');
+  const requestLines = logs
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { reqId?: string; msg: string; url?: string; statusCode?: number });
+  const requests = requestLines.filter((line) => line.msg === 'request');
+  t.equal(requests.length, traffic.length, 'one line per request');
+  for (const line of requests) t.ok(line.reqId, `${line.url} ${line.statusCode} has a reqId`);
+  t.ok(requests.some((line) => line.reqId === 'trace-me' && line.statusCode === 201), 'a sent X-Request-Id is the reqId');
+});

@@ -1,0 +1,39 @@
+import t from 'tap';
+import type { ErrorBody } from '../src/errors.js';
+import { startApi } from './helpers/api.js';
+
+t.test('each API key gets RATE_LIMIT_PER_MINUTE requests, then 429 with Retry-After', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 3, authFailuresPerMinute: 0 } });
+  for (let i = 1; i <= 3; i += 1) {
+    const response = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+    t.equal(response.statusCode, 200);
+    t.equal(response.headers['ratelimit-limit'], '3');
+    t.equal(response.headers['ratelimit-remaining'], String(3 - i));
+  }
+  const limited = await api.request({ method: 'POST', url: '/v1/pets', headers: api.auth, payload: { name: 'x', categoryId: 1 } });
+  t.equal(limited.statusCode, 429);
+  t.equal(limited.json<ErrorBody>().code, 'rate_limited');
+  t.ok(Number(limited.headers['retry-after']) > 0 && Number(limited.headers['retry-after']) <= 60);
+  const listed = await api.storage.pets.list({ limit: 10 });
+  t.same(listed.pets, [], 'the limited create changed nothing');
+
+  const { issueKey } = await import('../src/auth/api-keys.js');
+  const account = await api.storage.accounts.createAccount('second');
+  const { key } = await issueKey(api.storage.accounts, account.id);
+  const other = await api.request({ method: 'GET', url: '/v1/pets', headers: { authorization: `Bearer ${key}` } });
+  t.equal(other.statusCode, 200, 'other keys have their own budget');
+});
+
+t.test('failed authentication is limited per client address', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 0, authFailuresPerMinute: 5 } });
+  const guess = { authorization: `Bearer psk_${'A'.repeat(43)}` };
+  for (let i = 0; i < 5; i += 1) {
+    t.equal((await api.request({ method: 'GET', url: '/v1/pets', headers: guess })).statusCode, 401);
+  }
+  const limited = await api.request({ method: 'GET', url: '/v1/pets', headers: guess });
+  t.equal(limited.statusCode, 429, 'guessing keys at speed is cut off');
+  t.ok(limited.headers['retry-after']);
+  const valid = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.equal(valid.statusCode, 200, 'a valid key is not counted as a failure');
+  t.equal(valid.headers['ratelimit-limit'], undefined, 'RATE_LIMIT_PER_MINUTE=0 turns the per-key limit off');
+});

@@ -1,0 +1,52 @@
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import t from 'tap';
+import { temporaryDirectory } from './helpers/api.js';
+import { databaseWithKey, startServerProcess } from './helpers/process.js';
+
+function open(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+function responseOf(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('close', () => resolve(received));
+  });
+}
+
+t.test('SIGTERM lets an in-flight request finish, refuses new connections, and exits cleanly', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'shutdown.db');
+  const key = await databaseWithKey(databaseFile);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const port = Number(new URL(server.baseUrl).port);
+
+  const body = JSON.stringify({ name: 'In flight', categoryId: 4 });
+  const inFlight = await open(port);
+  const answer = responseOf(inFlight);
+  inFlight.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n` +
+      body.slice(0, 10),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const exited = server.stop('SIGTERM');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+
+  await t.rejects(open(port), { code: 'ECONNREFUSED' }, 'new connections are refused while draining');
+  inFlight.write(body.slice(10));
+  const response = await answer;
+  t.match(response, /^HTTP\/1\.1 201 /, 'the in-flight request completes');
+  t.match(response, /"name":"In flight"/);
+  t.equal(await exited, 0, 'the process exits 0 after closing the database');
+  t.match(server.output(), /"msg":"shutting down"/);
+
+  const restarted = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const listed = await fetch(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } });
+  t.match(await listed.text(), /In flight/, 'and what it wrote is stored');
+  await restarted.stop();
+});

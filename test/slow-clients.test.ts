@@ -1,0 +1,88 @@
+import { connect, type Socket } from 'node:net';
+import t from 'tap';
+import { listen, startApi } from './helpers/api.js';
+
+interface RawExchange {
+  socket: Socket;
+  /** Everything the server sent until it closed the connection. */
+  closed: Promise<{ received: string; afterMs: number }>;
+}
+
+function rawConnection(port: number): Promise<RawExchange> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = connect(port, '127.0.0.1', () => {
+      let received = '';
+      socket.on('data', (chunk) => (received += chunk.toString()));
+      const closed = new Promise<{ received: string; afterMs: number }>((done) =>
+        socket.on('close', () => done({ received, afterMs: Date.now() - started })),
+      );
+      resolve({ socket, closed });
+    });
+    socket.on('error', reject);
+  });
+}
+
+t.test('a client sending its body a byte a second is cut off; others are served meanwhile', async (t) => {
+  const api = await startApi(t, { connections: { requestTimeoutMs: 1500, maxConnections: 100 } });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+
+  const slow = await rawConnection(port);
+  const body = JSON.stringify({ name: 'Sloth', categoryId: 1 });
+  slow.socket.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
+  let sent = 0;
+  const drip = setInterval(() => {
+    if (!slow.socket.destroyed && sent < body.length) slow.socket.write(body[sent++] ?? '');
+  }, 1000);
+  t.teardown(() => clearInterval(drip));
+
+  const others = await Promise.all(
+    Array.from({ length: 5 }, () => fetch(`${origin}/v1/pets`, { headers: api.auth }).then((response) => response.status)),
+  );
+  t.same(others, [200, 200, 200, 200, 200], 'other clients are served while the slow one drips');
+
+  const { received, afterMs } = await slow.closed;
+  clearInterval(drip);
+  t.ok(afterMs < 5000, `cut off after ${afterMs} ms (timeout 1500 ms)`);
+  t.ok(sent < body.length, 'before its body arrived');
+  t.match(received, /^HTTP\/1\.1 408 /);
+  t.same(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4)), {
+    code: 'request_timeout',
+    message: 'The request took too long to arrive',
+    status: 408,
+  });
+  t.same((await api.storage.pets.list({ limit: 10 })).pets, [], 'nothing was stored');
+});
+
+t.test('a body declared over 16 KiB is refused before it is sent', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const raw = await rawConnection(Number(new URL(origin).port));
+  raw.socket.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 104857600\r\nConnection: close\r\n\r\n{"name":',
+  );
+  const { received, afterMs } = await raw.closed;
+  t.match(received, /^HTTP\/1\.1 413 /, 'answered from the Content-Length alone');
+  t.match(received, /"code":"payload_too_large"/);
+  t.ok(afterMs < 3000, `without waiting for 100 MiB (${afterMs} ms)`);
+});
+
+t.test('connections beyond MAX_CONNECTIONS are refused and the server keeps serving', async (t) => {
+  const api = await startApi(t, { connections: { requestTimeoutMs: 10_000, maxConnections: 3 } });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const held = await Promise.all([rawConnection(port), rawConnection(port), rawConnection(port)]);
+  const extra = await rawConnection(port);
+  const { received } = await extra.closed;
+  t.equal(received, '', 'the fourth connection is closed at once');
+  for (const connection of held) connection.socket.destroy();
+  await Promise.all(held.map((connection) => connection.closed));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const after = await fetch(`${origin}/v1/pets`, { headers: api.auth });
+  t.equal(after.status, 200, 'served again once connections are free');
+});
