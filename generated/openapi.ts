@@ -216,7 +216,6 @@ export interface components {
         /**
          * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
          *     page. A malformed cursor is a 400.
-         * @example djE6MjA
          */
         Cursor: string;
         /**
@@ -281,7 +280,6 @@ export interface operations {
                 /**
                  * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
                  *     page. A malformed cursor is a 400.
-                 * @example djE6MjA
                  */
                 cursor?: components["parameters"]["Cursor"];
             };

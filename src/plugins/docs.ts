@@ -32,8 +32,8 @@ const CACHE_CONTROL = 'no-cache';
 
 /** Everything the page needs comes from this server; nothing else may be fetched or framed. */
 const DOCS_CSP =
-  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; " +
-  "base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
+  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; " +
+  "frame-ancestors 'none'";
 
 export function normalisePublicUrl(value: string): string {
   const url = URL.canParse(value) ? new URL(value) : undefined;
