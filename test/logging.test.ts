@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { temporaryDirectory } from './helpers/api.js';
+import { conformingFetch, temporaryDirectory } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
 t.test('logs carry no key and no Authorization value, and tie every line to its request', async (t) => {
@@ -17,7 +17,7 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     ['/pets', { headers: { authorization: `Bearer ${wrongKey}` } }],
     ['/pets', { headers: { authorization: basic } }],
   ];
-  for (const [path, init] of traffic) await fetch(`${server.baseUrl}${path}`, init);
+  for (const [path, init] of traffic) await conformingFetch(new Request(`${server.baseUrl}${path}`, init));
   await server.stop();
 
   const logs = server.output();

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { temporaryDirectory } from './helpers/api.js';
+import { conformingFetch, temporaryDirectory } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
 function open(port: number): Promise<Socket> {
@@ -46,7 +46,7 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
   t.match(server.output(), /"msg":"shutting down"/);
 
   const restarted = await startServerProcess(t, { DATABASE_URL: databaseFile });
-  const listed = await fetch(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } });
+  const listed = await conformingFetch(new Request(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
   t.match(await listed.text(), /In flight/, 'and what it wrote is stored');
   await restarted.stop();
 });

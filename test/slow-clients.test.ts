@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import t from 'tap';
-import { listen, startApi } from './helpers/api.js';
+import { conformingFetch, listen, parseRawResponse, startApi } from './helpers/api.js';
+import { assertConforms } from './helpers/contract.js';
 
 interface RawExchange {
   socket: Socket;
@@ -41,7 +42,9 @@ t.test('a client sending its body a byte a second is cut off; others are served 
   t.teardown(() => clearInterval(drip));
 
   const others = await Promise.all(
-    Array.from({ length: 5 }, () => fetch(`${origin}/v1/pets`, { headers: api.auth }).then((response) => response.status)),
+    Array.from({ length: 5 }, () =>
+      conformingFetch(new Request(`${origin}/v1/pets`, { headers: api.auth })).then((response) => response.status),
+    ),
   );
   t.same(others, [200, 200, 200, 200, 200], 'other clients are served while the slow one drips');
 
@@ -49,8 +52,10 @@ t.test('a client sending its body a byte a second is cut off; others are served 
   clearInterval(drip);
   t.ok(afterMs < 5000, `cut off after ${afterMs} ms (timeout 1500 ms)`);
   t.ok(sent < body.length, 'before its body arrived');
-  t.match(received, /^HTTP\/1\.1 408 /);
-  t.same(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4)), {
+  const response = parseRawResponse(received);
+  assertConforms('POST', '/v1/pets', response);
+  t.equal(response.statusCode, 408);
+  t.same(response.json(), {
     code: 'request_timeout',
     message: 'The request took too long to arrive',
     status: 408,
@@ -67,8 +72,10 @@ t.test('a body declared over 16 KiB is refused before it is sent', async (t) => 
       'Content-Type: application/json\r\nContent-Length: 104857600\r\nConnection: close\r\n\r\n{"name":',
   );
   const { received, afterMs } = await raw.closed;
-  t.match(received, /^HTTP\/1\.1 413 /, 'answered from the Content-Length alone');
-  t.match(received, /"code":"payload_too_large"/);
+  const response = parseRawResponse(received);
+  assertConforms('POST', '/v1/pets', response);
+  t.equal(response.statusCode, 413, 'answered from the Content-Length alone');
+  t.equal(response.json<{ code: string }>().code, 'payload_too_large');
   t.ok(afterMs < 3000, `without waiting for 100 MiB (${afterMs} ms)`);
 });
 
@@ -83,6 +90,6 @@ t.test('connections beyond MAX_CONNECTIONS are refused and the server keeps serv
   for (const connection of held) connection.socket.destroy();
   await Promise.all(held.map((connection) => connection.closed));
   await new Promise((resolve) => setTimeout(resolve, 50));
-  const after = await fetch(`${origin}/v1/pets`, { headers: api.auth });
+  const after = await conformingFetch(new Request(`${origin}/v1/pets`, { headers: api.auth }));
   t.equal(after.status, 200, 'served again once connections are free');
 });

@@ -91,6 +91,16 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   return { app, storage, databaseFile, key, auth, request, createPet };
 }
 
+/** An HTTP/1.1 response read off a raw socket, as the contract checker takes it. */
+export function parseRawResponse(raw: string): ConformingResponse {
+  const [head = '', body = ''] = raw.split('\r\n\r\n', 2);
+  const [statusLine = '', ...headerLines] = head.split('\r\n');
+  const headers = Object.fromEntries(
+    headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+  );
+  return { statusCode: Number(statusLine.split(' ')[1]), headers, body, json: <T>() => JSON.parse(body) as T };
+}
+
 /** fetch that fails on any response departing from openapi.yaml. */
 export const conformingFetch = async (input: Request): Promise<Response> => {
   const response = await fetch(input);
