@@ -66,7 +66,8 @@ export interface components {
         /** @description An animal to add. Only these fields are allowed. */
         NewPet: {
             /**
-             * @description The animal's name, 1 to 100 characters, not only white space; stored as sent.
+             * @description The animal's name: 1 to 100 characters, not only white space, without control
+             *     characters or unpaired surrogates; stored as sent.
              * @example Rex
              */
             name: string;

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+  type onRequestAsyncHookHandler,
+  type RouteOptions,
+} from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Contract } from './contract.js';
 import { serviceHandlers } from './handlers/index.js';
@@ -9,7 +16,9 @@ import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
 import errors, { clientErrorHandler, frameworkErrors } from './plugins/errors.js';
+import framing from './plugins/framing.js';
 import health from './plugins/health.js';
+import jsonBody from './plugins/json-body.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import validation from './plugins/validation.js';
 import { RequestLog } from './logging.js';
@@ -48,6 +57,16 @@ function requestId(request: IncomingMessage): string {
   return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
+/** On every response: the request id, and no content sniffing. */
+async function standardHeaders(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
+}
+
+/** On API responses: they are per-key and change, so no cache may keep them. */
+async function apiHeaders(_request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  reply.header('cache-control', 'no-store');
+}
+
 /**
  * fastify validates a body schema keyed by media type only when the request names that type, so
  * a POST with no body or no Content-Type would reach the handler unvalidated. Every body here is
@@ -62,9 +81,22 @@ function validateEveryBodyAsJson(route: RouteOptions): void {
   }
 }
 
-export async function buildApp({ contract, storage, logger = false, publicUrl, rateLimit = DEFAULT_RATE_LIMITS, connections = DEFAULT_CONNECTION_LIMITS }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({
+  contract,
+  storage,
+  logger = false,
+  publicUrl,
+  rateLimit = DEFAULT_RATE_LIMITS,
+  connections = DEFAULT_CONNECTION_LIMITS,
+}: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
-  const deprecated = deprecationHeaders(`${contract.basePath}/pets`);
+  // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
+  const operationHooks = new Map<string, onRequestAsyncHookHandler[]>();
+  const hooksFor = (request: FastifyRequest) => {
+    const operation = paths.match(request.url)?.operations.get(request.method);
+    const hooks = operation === undefined ? [] : (operationHooks.get(operation.operationId) ?? []);
+    return [standardHeaders, apiHeaders, ...hooks];
+  };
   const app = Fastify({
     logger,
     bodyLimit: BODY_LIMIT,
@@ -79,18 +111,19 @@ export async function buildApp({ contract, storage, logger = false, publicUrl, r
       headersTimeout: Math.min(5_000, connections.requestTimeoutMs),
       // Node checks the timeouts above this often (default 30 s: too coarse to be a limit).
       connectionsCheckingInterval: Math.min(1_000, connections.requestTimeoutMs / 4),
+      // The framing plugin answers a missing Host with an Error body; Node's answer has none.
+      requireHostHeader: false,
     },
     clientErrorHandler,
-    frameworkErrors: frameworkErrors(paths, (operation) => (operation.deprecated ? deprecated : {})),
+    frameworkErrors: frameworkErrors(paths, hooksFor),
   });
 
   app.server.maxConnections = connections.maxConnections;
-  await app.register(validation);
+  app.addHook('onRequest', standardHeaders);
+  await app.register(framing);
   await app.register(errors, { paths });
-
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
-  });
+  await app.register(validation);
+  await app.register(jsonBody);
 
   await app.register(health, { storage });
   await app.register(docs, { contract, publicUrl });
@@ -98,16 +131,11 @@ export async function buildApp({ contract, storage, logger = false, publicUrl, r
   const handlers = serviceHandlers(storage, contract.basePath);
   const limits = await rateLimits(app, rateLimit);
   const authenticate = bearerAuth(storage.accounts, limits.authFailure);
-  const addDeprecationHeaders = markDeprecated(deprecated);
+  const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
 
-  // Only JSON bodies exist in this API: without this, fastify would parse text/plain bodies too.
-  app.removeContentTypeParser('text/plain');
-
   await app.register(async (api) => {
-    api.addHook('onRequest', async (_request, reply) => {
-      reply.header('cache-control', 'no-store');
-    });
+    api.addHook('onRequest', apiHeaders);
     api.addHook('onRoute', validateEveryBodyAsJson);
     await api.register(openapiGlue, {
       specification: contract.dereferenced,
@@ -116,16 +144,17 @@ export async function buildApp({ contract, storage, logger = false, publicUrl, r
       // the glue's own securityHandlers would run as a preHandler, after validation.
       operationResolver: (operationId: string): RouteOptions => {
         const operation = operations.get(operationId);
-        const handler = handlers[operationId as keyof typeof handlers];
-        if (operation === undefined || handler === undefined) {
+        if (operation === undefined || !Object.hasOwn(handlers, operationId)) {
           throw new Error(`No handler for operation ${operationId}`);
         }
-        const onRequest = [];
+        const handler = handlers[operationId as keyof typeof handlers];
+        const onRequest: onRequestAsyncHookHandler[] = [];
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) {
           onRequest.push(authenticate);
           if (limits.perKey !== undefined) onRequest.push(limits.perKey);
         }
+        operationHooks.set(operationId, onRequest);
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         return { handler, onRequest } as unknown as RouteOptions;

@@ -17,7 +17,8 @@ class UsageError extends Error {}
 async function requireAccount(storage: Storage, name: string | undefined) {
   if (name === undefined) throw new UsageError('missing <account>');
   const account = await storage.accounts.findAccount(name);
-  if (account === undefined) throw new Error(`no account named "${name}": create it with "petstore accounts create ${name}"`);
+  if (account === undefined)
+    throw new Error(`no account named "${name}": create it with "petstore accounts create ${name}"`);
   return account;
 }
 
@@ -26,7 +27,8 @@ async function run(storage: Storage, args: string[], out: (line: string) => void
   switch (`${noun ?? ''} ${verb ?? ''}`) {
     case 'accounts create': {
       const name = argument?.trim();
-      if (name === undefined || name === '' || name.length > 100) throw new UsageError('<name> must be 1 to 100 characters');
+      if (name === undefined || name === '' || name.length > 100)
+        throw new UsageError('<name> must be 1 to 100 characters');
       if ((await storage.accounts.findAccount(name)) !== undefined) throw new Error(`account "${name}" already exists`);
       const account = await storage.accounts.createAccount(name);
       out(`created account ${account.name} (id ${account.id})`);

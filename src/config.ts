@@ -60,7 +60,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ),
     },
     connections: {
-      requestTimeoutMs: wholeNumber('REQUEST_TIMEOUT_MS', env.REQUEST_TIMEOUT_MS, DEFAULT_CONNECTION_LIMITS.requestTimeoutMs, 1),
+      requestTimeoutMs: wholeNumber(
+        'REQUEST_TIMEOUT_MS',
+        env.REQUEST_TIMEOUT_MS,
+        DEFAULT_CONNECTION_LIMITS.requestTimeoutMs,
+        1,
+      ),
       maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,

@@ -5,7 +5,9 @@ import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
  * time are logged: never headers, so no `Authorization` value can reach a log.
  */
 export class RequestLog extends LogController {
-  override incomingRequest(): void {}
+  override incomingRequest(): void {
+    // Nothing: the request's one line is written when it completes.
+  }
 
   override requestCompleted(error: Error | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const line = {

@@ -5,6 +5,8 @@ export interface PathEntry {
   allow: string;
   /** The contract's operations on this path, by upper-case method. */
   operations: Map<string, ContractOperation>;
+  /** The path parameters' names, in order. */
+  parameters: string[];
 }
 
 /**
@@ -26,6 +28,7 @@ export class PathTable {
       pattern: new RegExp(`^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]*')}$`),
       allow: [...methods.keys()].sort().join(', '),
       operations: methods,
+      parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1] ?? ''),
     }));
   }
 

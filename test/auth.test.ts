@@ -6,9 +6,24 @@ import { startApi, type TapTest, type TestApi } from './helpers/api.js';
 const REALM = 'Bearer realm="petstore"';
 const INVALID_TOKEN = 'Bearer realm="petstore", error="invalid_token"';
 
-async function expectUnauthorized(t: TapTest, api: TestApi, headers: Record<string, string>, challenge: string, what: string) {
-  for (const [method, url] of [['GET', '/v1/pets'], ['POST', '/v1/pets'], ['GET', '/v1/pets/1']] as const) {
-    const response = await api.request({ method, url, headers, ...(method === 'POST' ? { payload: { name: 'x', categoryId: 1 } } : {}) });
+async function expectUnauthorized(
+  t: TapTest,
+  api: TestApi,
+  headers: Record<string, string>,
+  challenge: string,
+  what: string,
+) {
+  for (const [method, url] of [
+    ['GET', '/v1/pets'],
+    ['POST', '/v1/pets'],
+    ['GET', '/v1/pets/1'],
+  ] as const) {
+    const response = await api.request({
+      method,
+      url,
+      headers,
+      ...(method === 'POST' ? { payload: { name: 'x', categoryId: 1 } } : {}),
+    });
     t.equal(response.statusCode, 401, `${what}: ${method} ${url}`);
     t.equal(response.json<ErrorBody>().code, 'unauthorized');
     t.equal(response.headers['www-authenticate'], challenge, `${what}: challenge`);
@@ -28,14 +43,26 @@ t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"
   const api = await startApi(t);
   await expectUnauthorized(t, api, { authorization: `Bearer psk_${'A'.repeat(43)}` }, INVALID_TOKEN, 'unknown key');
   await expectUnauthorized(t, api, { authorization: 'Bearer not-a-key' }, INVALID_TOKEN, 'malformed key');
-  await expectUnauthorized(t, api, { authorization: `Bearer ${api.key}x` }, INVALID_TOKEN, 'key with an extra character');
+  await expectUnauthorized(
+    t,
+    api,
+    { authorization: `Bearer ${api.key}x` },
+    INVALID_TOKEN,
+    'key with an extra character',
+  );
 
   const account = await api.storage.accounts.createAccount('revoked');
   const { key, info } = await issueKey(api.storage.accounts, account.id);
   const before = await api.request({ method: 'GET', url: '/v1/pets', headers: { authorization: `Bearer ${key}` } });
   t.equal(before.statusCode, 200, 'the key works before it is revoked');
   t.ok(await api.storage.accounts.revokeKey(info.id));
-  await expectUnauthorized(t, api, { authorization: `Bearer ${key}` }, INVALID_TOKEN, 'revoked key, on the next request');
+  await expectUnauthorized(
+    t,
+    api,
+    { authorization: `Bearer ${key}` },
+    INVALID_TOKEN,
+    'revoked key, on the next request',
+  );
   const other = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(other.statusCode, 200, 'other keys keep working');
 });
@@ -43,7 +70,11 @@ t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"
 t.test('the scheme name is case-insensitive', async (t) => {
   const api = await startApi(t);
   for (const scheme of ['bearer', 'BEARER', 'BeArEr']) {
-    const response = await api.request({ method: 'GET', url: '/v1/pets', headers: { authorization: `${scheme} ${api.key}` } });
+    const response = await api.request({
+      method: 'GET',
+      url: '/v1/pets',
+      headers: { authorization: `${scheme} ${api.key}` },
+    });
     t.equal(response.statusCode, 200, scheme);
   }
 });
@@ -54,11 +85,20 @@ t.test('authentication runs before the body is read or anything is validated', a
     ['an invalid body', { 'content-type': 'application/json' }, '{"categoryId":"x","extra":1}'],
     ['malformed JSON', { 'content-type': 'application/json' }, '{"name":'],
     ['a wrong content type', { 'content-type': 'text/plain' }, 'hello'],
-    ['a body over the limit', { 'content-type': 'application/json' }, JSON.stringify({ name: 'x'.repeat(20_000), categoryId: 1 })],
+    [
+      'a body over the limit',
+      { 'content-type': 'application/json' },
+      JSON.stringify({ name: 'x'.repeat(20_000), categoryId: 1 }),
+    ],
     ['no body at all', {}, undefined],
   ];
   for (const [what, headers, payload] of cases) {
-    const response = await api.request({ method: 'POST', url: '/v1/pets', headers, ...(payload === undefined ? {} : { payload }) });
+    const response = await api.request({
+      method: 'POST',
+      url: '/v1/pets',
+      headers,
+      ...(payload === undefined ? {} : { payload }),
+    });
     t.equal(response.statusCode, 401, `${what} without a key is a 401`);
     t.notMatch(response.body, /categoryId|name|JSON|body/, 'and reveals nothing of the schema');
   }
@@ -79,7 +119,7 @@ t.test('keys are stored only as SHA-256 hashes', async (t) => {
     t.equal(row.hash.length, 32, 'a 32-byte digest');
     t.ok(api.key.startsWith(row.prefix) && row.prefix.length <= 10, 'only a short prefix is kept in clear');
   }
-  const dump = JSON.stringify(db.prepare("SELECT * FROM api_keys").all());
+  const dump = JSON.stringify(db.prepare('SELECT * FROM api_keys').all());
   t.notOk(dump.includes(api.key), 'the key itself is nowhere in the table');
   t.match(api.key, /^psk_[A-Za-z0-9_-]{43}$/, 'a recognisable prefix and 256 random bits');
 });

@@ -15,7 +15,11 @@ async function docsInChromium(t: TapTest): Promise<void> {
   if (!t.ok(existsSync(executablePath), `a browser at ${executablePath} (install it with: ${ENABLE})`)) return;
   const api = await startApi(t);
   const seeded: Pet[] = [];
-  for (const pet of [{ name: 'Rex', categoryId: 1 }, { name: 'Tom', categoryId: 2, status: 'pending' as const }, { name: 'Zoë', categoryId: 3 }]) {
+  for (const pet of [
+    { name: 'Rex', categoryId: 1 },
+    { name: 'Tom', categoryId: 2, status: 'pending' as const },
+    { name: 'Zoë', categoryId: 3 },
+  ]) {
     seeded.push(await api.createPet(pet));
   }
   const { origin, baseUrl } = await listen(t, api);

@@ -17,7 +17,8 @@ t.test('accounts and keys are managed with the petstore command, against a runni
 
   const server = await startServerProcess(t, env);
   t.equal(server.key, undefined, 'keys exist, so no development key is made');
-  const call = () => conformingFetch(new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
+  const call = () =>
+    conformingFetch(new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
   t.equal((await call()).status, 200, 'the new key works');
 
   const listed = await runCli(['keys', 'list', 'acme'], env);
@@ -30,7 +31,11 @@ t.test('accounts and keys are managed with the petstore command, against a runni
   const revoked = await runCli(['keys', 'revoke', id?.[1] ?? ''], env);
   t.equal(revoked.code, 0, revoked.stderr);
   t.equal((await call()).status, 401, 'revocation takes effect on the next request');
-  t.match((await runCli(['keys', 'list', 'acme'], env)).stdout, /\t20\d\d-\d\d-\d\dT[\d:.]+Z\n?$/, 'the listing shows when');
+  t.match(
+    (await runCli(['keys', 'list', 'acme'], env)).stdout,
+    /\t20\d\d-\d\d-\d\dT[\d:.]+Z\n?$/,
+    'the listing shows when',
+  );
   await server.stop();
 });
 

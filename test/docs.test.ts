@@ -18,8 +18,12 @@ function servedFor(instanceUrl: string) {
 }
 
 const formats: { path: string; type: RegExp; parse: (text: string) => unknown }[] = [
-  { path: '/v1/openapi.json', type: /^application\/json; charset=utf-8$/, parse: (text) => JSON.parse(text) },
-  { path: '/v1/openapi.yaml', type: /^application\/yaml; charset=utf-8$/, parse: (text) => parse(text) },
+  {
+    path: '/v1/openapi.json',
+    type: /^application\/json; charset=utf-8$/,
+    parse: (text) => JSON.parse(text) as unknown,
+  },
+  { path: '/v1/openapi.yaml', type: /^application\/yaml; charset=utf-8$/, parse: (text) => parse(text) as unknown },
 ];
 
 t.test('the served contract is the committed one, with this instance first in servers', async (t) => {
@@ -48,8 +52,17 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
     t.strictSame(format.parse(response.body), servedFor('https://pets.example/store/v1'), format.path);
   }
 
-  for (const publicUrl of ['pets.example', 'ftp://pets.example', 'https://pets.example/?a=1', 'https://u:p@pets.example']) {
-    await t.rejects(buildApp({ contract, storage: api.storage, publicUrl }), /PUBLIC_URL must be an http or https URL/, publicUrl);
+  for (const publicUrl of [
+    'pets.example',
+    'ftp://pets.example',
+    'https://pets.example/?a=1',
+    'https://u:p@pets.example',
+  ]) {
+    await t.rejects(
+      buildApp({ contract, storage: api.storage, publicUrl }),
+      /PUBLIC_URL must be an http or https URL/,
+      publicUrl,
+    );
   }
 });
 
@@ -88,7 +101,9 @@ t.test('other methods on the documents and the docs are 404 Error bodies, as els
   const writes = ['POST', 'PUT', 'DELETE', 'PATCH'];
   // HEAD as on /healthz (the app exposes no HEAD routes); @fastify/static answers HEAD for assets.
   const cases = [
-    ...['/v1/openapi.json', '/v1/openapi.yaml', '/docs'].flatMap((url) => [...writes, 'HEAD'].map((method) => ({ method, url }))),
+    ...['/v1/openapi.json', '/v1/openapi.yaml', '/docs'].flatMap((url) =>
+      [...writes, 'HEAD'].map((method) => ({ method, url })),
+    ),
     ...writes.map((method) => ({ method, url: '/docs/static/swagger-ui.css' })),
   ];
   for (const { method, url } of cases) {

@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
-import { listen, startApi } from './helpers/api.js';
+import { listen, parseRawResponse, startApi } from './helpers/api.js';
+import { assertConforms } from './helpers/contract.js';
 
 const json = { 'content-type': 'application/json' };
 
@@ -39,23 +40,69 @@ t.test('a known path with another method is a 405 with Allow', async (t) => {
 t.test('body limits, media types and malformed JSON answer with Error bodies and store nothing', async (t) => {
   const api = await startApi(t);
   const cases: [string, Record<string, string>, string, number, string][] = [
-    ['a body over 16 KiB', json, JSON.stringify({ name: 'x', categoryId: 1, pad: 'y'.repeat(16 * 1024) }), 413, 'payload_too_large'],
+    [
+      'a body over 16 KiB',
+      json,
+      JSON.stringify({ name: 'x', categoryId: 1, pad: 'y'.repeat(16 * 1024) }),
+      413,
+      'payload_too_large',
+    ],
     ['text/plain', { 'content-type': 'text/plain' }, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
-    ['form encoding', { 'content-type': 'application/x-www-form-urlencoded' }, 'name=x&categoryId=1', 415, 'unsupported_media_type'],
-    ['json-like type', { 'content-type': 'application/jsonx' }, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
+    [
+      'form encoding',
+      { 'content-type': 'application/x-www-form-urlencoded' },
+      'name=x&categoryId=1',
+      415,
+      'unsupported_media_type',
+    ],
+    [
+      'json-like type',
+      { 'content-type': 'application/jsonx' },
+      '{"name":"x","categoryId":1}',
+      415,
+      'unsupported_media_type',
+    ],
     ['no content type', {}, '{"name":"x","categoryId":1}', 415, 'unsupported_media_type'],
     ['truncated JSON', json, '{"name":', 400, 'malformed_json'],
     ['trailing garbage', json, '{"name":"x","categoryId":1} x', 400, 'malformed_json'],
     ['an empty body', json, '', 400, 'malformed_json'],
     ['__proto__', json, '{"name":"x","categoryId":1,"__proto__":{"admin":true}}', 400, 'malformed_json'],
-    ['constructor.prototype', json, '{"name":"x","categoryId":1,"constructor":{"prototype":{"a":1}}}', 400, 'malformed_json'],
+    [
+      'constructor.prototype',
+      json,
+      '{"name":"x","categoryId":1,"constructor":{"prototype":{"a":1}}}',
+      400,
+      'malformed_json',
+    ],
     ['a NaN', json, '{"name":"x","categoryId":NaN}', 400, 'malformed_json'],
+    ['a repeated key', json, '{"name":5,"name":"x","categoryId":1}', 400, 'malformed_json'],
+    ['a repeated nested key', json, '{"name":"x","categoryId":1,"a":{"b":1,"b":2}}', 400, 'malformed_json'],
   ];
   for (const [what, headers, payload, status, code] of cases) {
-    const response = await api.request({ method: 'POST', url: '/v1/pets', headers: { ...api.auth, ...headers }, payload });
+    const response = await api.request({
+      method: 'POST',
+      url: '/v1/pets',
+      headers: { ...api.auth, ...headers },
+      payload,
+    });
     t.equal(response.statusCode, status, what);
     t.equal(response.json<ErrorBody>().code, code, what);
   }
+  const latin1 = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: { ...api.auth, ...json },
+    payload: Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff]), Buffer.from('","categoryId":1}')]),
+  });
+  t.equal(latin1.statusCode, 400, 'bytes that are not UTF-8 are not replaced');
+  t.same(latin1.json(), { code: 'malformed_json', message: 'Body is not valid UTF-8', status: 400 });
+  const escaped = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: { ...api.auth, ...json },
+    payload: '{"name":"a \\"quoted\\" name","categoryId":1,"status":"sold"}',
+  });
+  t.equal(escaped.statusCode, 201, 'escaped quotes are not mistaken for keys');
   const charset = await api.request({
     method: 'POST',
     url: '/v1/pets',
@@ -64,7 +111,62 @@ t.test('body limits, media types and malformed JSON answer with Error bodies and
   });
   t.equal(charset.statusCode, 201, 'application/json with a charset is accepted');
   const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
-  t.equal(listed.json<unknown[]>().length, 1, 'only the valid body was stored');
+  t.equal(listed.json<unknown[]>().length, 2, 'only the valid bodies were stored');
+});
+
+t.test('a wrong path or method is decided before the body is read or the key checked', async (t) => {
+  const api = await startApi(t);
+  const cases: [string, string, number][] = [
+    ['PUT', '/v1/pets', 405],
+    ['PATCH', '/v1/pets/1', 405],
+    ['POST', '/v1/nope', 404],
+  ];
+  for (const [method, url, status] of cases) {
+    for (const payload of ['{', 'x'.repeat(20_000)]) {
+      const response = await api.request({ method, url, headers: json, payload });
+      t.equal(response.statusCode, status, `${method} ${url} with a ${payload.length}-byte body`);
+    }
+  }
+});
+
+t.test('an undecodable URL on a secured operation still needs a key first', async (t) => {
+  const api = await startApi(t);
+  const anonymous = await api.request({ method: 'GET', url: '/v1/pets/%zz' });
+  t.equal(anonymous.statusCode, 401);
+  const long = await api.request({ method: 'GET', url: `/v1/pets/${'1'.repeat(150)}` });
+  t.equal(long.statusCode, 401, 'a parameter over the router length limit too');
+  const keyed = await api.request({ method: 'GET', url: '/v1/pets/%zz', headers: api.auth });
+  t.equal(keyed.statusCode, 400);
+  t.equal(keyed.json<ErrorBody>().message, 'params/petId is not correctly percent-encoded, or is too long');
+  t.ok(keyed.headers['x-request-id'], 'with the usual headers');
+  t.equal(keyed.headers['cache-control'], 'no-store');
+});
+
+t.test('a missing or repeated Host, or a repeated single-value header, is a 400 Error body', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const { port } = new URL(origin);
+  const cases: [string, string][] = [
+    ['no Host', `GET /v1/pets HTTP/1.1\r\nAuthorization: ${api.auth.authorization}\r\n`],
+    ['two Hosts', `GET /v1/pets HTTP/1.1\r\nHost: a\r\nHost: b\r\nAuthorization: ${api.auth.authorization}\r\n`],
+    [
+      'two Authorizations',
+      `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: ${api.auth.authorization}\r\nAuthorization: x\r\n`,
+    ],
+  ];
+  for (const [what, head] of cases) {
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.write(`${head}Connection: close\r\n\r\n`));
+      let received = '';
+      socket.on('data', (chunk) => (received += chunk.toString()));
+      socket.on('end', () => resolve(received));
+      socket.on('error', reject);
+    });
+    const response = parseRawResponse(raw);
+    assertConforms('GET', '/v1/pets', response);
+    t.equal(response.statusCode, 400, what);
+    t.equal(response.json<ErrorBody>().code, 'invalid_request', what);
+  }
 });
 
 t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz reports it', async (t) => {
@@ -75,7 +177,11 @@ t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz 
   // Authenticate first so the failure happens in the handler, then break the database under it.
   await api.request({ method: 'GET', url: '/v1/pets', headers: key });
   await api.storage.close();
-  for (const [method, url, payload] of [['GET', '/v1/pets', undefined], ['POST', '/v1/pets', { name: 'x', categoryId: 1 }], ['GET', '/v1/pets/1', undefined]] as const) {
+  for (const [method, url, payload] of [
+    ['GET', '/v1/pets', undefined],
+    ['POST', '/v1/pets', { name: 'x', categoryId: 1 }],
+    ['GET', '/v1/pets/1', undefined],
+  ] as const) {
     const response = await api.request({ method, url, headers: key, ...(payload === undefined ? {} : { payload }) });
     t.equal(response.statusCode, 500, `${method} ${url}`);
     t.same(response.json(), { code: 'internal_error', message: 'Internal server error', status: 500 });
@@ -88,7 +194,7 @@ t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz 
   t.equal(alive.statusCode, 200, '/healthz only says the process is up');
 });
 
-t.test('malformed URLs and raw HTTP garbage get Error bodies, never fastify\'s shape', async (t) => {
+t.test("malformed URLs and raw HTTP garbage get Error bodies, never fastify's shape", async (t) => {
   const api = await startApi(t);
   const badUrl = await api.request({ method: 'GET', url: '/v1/pets/%zz', headers: api.auth });
   t.equal(badUrl.statusCode, 400);
@@ -109,16 +215,27 @@ t.test('malformed URLs and raw HTTP garbage get Error bodies, never fastify\'s s
   t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
 });
 
-t.test('every response carries a request id (echoed when sane) and nosniff; API responses are not cached', async (t) => {
-  const api = await startApi(t);
-  const echoed = await api.request({ method: 'GET', url: '/v1/pets', headers: { ...api.auth, 'x-request-id': 'abc-123' } });
-  t.equal(echoed.headers['x-request-id'], 'abc-123');
-  t.equal(echoed.headers['x-content-type-options'], 'nosniff');
-  t.equal(echoed.headers['cache-control'], 'no-store');
-  t.notOk('x-powered-by' in echoed.headers);
-  const generated = await api.request({ method: 'GET', url: '/v1/pets', headers: { ...api.auth, 'x-request-id': 'bad id\twith spaces' } });
-  t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an unsafe id is replaced');
-  const error = await api.request({ method: 'GET', url: '/v1/pets' });
-  t.ok(error.headers['x-request-id'], 'errors carry it too');
-  t.equal(error.headers['cache-control'], 'no-store');
-});
+t.test(
+  'every response carries a request id (echoed when sane) and nosniff; API responses are not cached',
+  async (t) => {
+    const api = await startApi(t);
+    const echoed = await api.request({
+      method: 'GET',
+      url: '/v1/pets',
+      headers: { ...api.auth, 'x-request-id': 'abc-123' },
+    });
+    t.equal(echoed.headers['x-request-id'], 'abc-123');
+    t.equal(echoed.headers['x-content-type-options'], 'nosniff');
+    t.equal(echoed.headers['cache-control'], 'no-store');
+    t.notOk('x-powered-by' in echoed.headers);
+    const generated = await api.request({
+      method: 'GET',
+      url: '/v1/pets',
+      headers: { ...api.auth, 'x-request-id': 'bad id\twith spaces' },
+    });
+    t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an unsafe id is replaced');
+    const error = await api.request({ method: 'GET', url: '/v1/pets' });
+    t.ok(error.headers['x-request-id'], 'errors carry it too');
+    t.equal(error.headers['cache-control'], 'no-store');
+  },
+);

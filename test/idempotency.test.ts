@@ -47,7 +47,10 @@ t.test('racing retries create exactly one pet', async (t) => {
   const { client } = await listen(t, api);
   const results = await Promise.all(
     Array.from({ length: 20 }, () =>
-      client.POST('/pets', { body: { name: 'Racer', categoryId: 3 }, params: { header: { 'Idempotency-Key': 'race' } } }),
+      client.POST('/pets', {
+        body: { name: 'Racer', categoryId: 3 },
+        params: { header: { 'Idempotency-Key': 'race' } },
+      }),
     ),
   );
   const ids = new Set(results.map(({ data, response }) => (response.status === 201 ? data?.id : -1)));
@@ -70,7 +73,11 @@ t.test('keys expire after 24 hours', async (t) => {
   const api = await startApi(t, { now: () => now });
   const first = await create(api, { name: 'Rex', categoryId: 1 }, 'daily');
   now += 24 * 60 * 60 * 1000 - 1000;
-  t.equal((await create(api, { name: 'Rex', categoryId: 1 }, 'daily')).json<Pet>().id, first.json<Pet>().id, 'still remembered just before 24 h');
+  t.equal(
+    (await create(api, { name: 'Rex', categoryId: 1 }, 'daily')).json<Pet>().id,
+    first.json<Pet>().id,
+    'still remembered just before 24 h',
+  );
   now += 2000;
   const later = await create(api, { name: 'Other', categoryId: 2 }, 'daily');
   t.equal(later.statusCode, 201, 'after 24 h the key is free again, even with another body');

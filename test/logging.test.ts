@@ -11,9 +11,23 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
   const basic = `Basic ${Buffer.from('user:hunter2').toString('base64')}`;
   const traffic: [string, RequestInit][] = [
     ['/pets', { headers: { authorization: `Bearer ${key}` } }],
-    ['/pets', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'trace-me' }, body: '{"name":"Logged","categoryId":1}' }],
+    [
+      '/pets',
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'trace-me' },
+        body: '{"name":"Logged","categoryId":1}',
+      },
+    ],
     ['/pets/999', { headers: { authorization: `bearer ${key}` } }],
-    ['/pets', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"name":' }],
+    [
+      '/pets',
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: '{"name":',
+      },
+    ],
     ['/pets', { headers: { authorization: `Bearer ${wrongKey}` } }],
     ['/pets', { headers: { authorization: basic } }],
   ];
@@ -32,5 +46,8 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
   const requests = requestLines.filter((line) => line.msg === 'request');
   t.equal(requests.length, traffic.length, 'one line per request');
   for (const line of requests) t.ok(line.reqId, `${line.url} ${line.statusCode} has a reqId`);
-  t.ok(requests.some((line) => line.reqId === 'trace-me' && line.statusCode === 201), 'a sent X-Request-Id is the reqId');
+  t.ok(
+    requests.some((line) => line.reqId === 'trace-me' && line.statusCode === 201),
+    'a sent X-Request-Id is the reqId',
+  );
 });

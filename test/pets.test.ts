@@ -37,7 +37,9 @@ t.test('listPets pages through everything in id order, following Link headers', 
   const statuses = ['available', 'pending', 'sold'] as const;
   const created: Pet[] = [];
   for (let i = 0; i < 25; i += 1) {
-    created.push(await api.createPet({ name: `pet ${i}`, categoryId: 1 + (i % 3), status: statuses[i % 3] ?? 'available' }));
+    created.push(
+      await api.createPet({ name: `pet ${i}`, categoryId: 1 + (i % 3), status: statuses[i % 3] ?? 'available' }),
+    );
   }
 
   const first = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
@@ -67,7 +69,10 @@ t.test('listPets pages through everything in id order, following Link headers', 
     if (link !== undefined) t.match(link, /status=sold/, 'the next page keeps the filter');
     url = link === undefined ? undefined : /^<([^>]+)>/.exec(link)?.[1];
   }
-  t.same(sold, created.filter((pet) => pet.status === 'sold'));
+  t.same(
+    sold,
+    created.filter((pet) => pet.status === 'sold'),
+  );
 });
 
 t.test('the last page has no Link, even when it is exactly full', async (t) => {
@@ -109,7 +114,10 @@ t.test('parallel creates each get their own id and all are stored', async (t) =>
   });
   t.equal(new Set(ids).size, 50, 'fifty distinct ids');
   const listed = await client.GET('/pets', { params: { query: { limit: 100 } } });
-  t.same(listed.data?.map((pet) => pet.id).sort((a, b) => a - b), [...ids].sort((a, b) => a - b));
+  t.same(
+    listed.data?.map((pet) => pet.id).sort((a, b) => a - b),
+    [...ids].sort((a, b) => a - b),
+  );
 });
 
 t.test('the typed client works over a real socket for all three operations', async (t) => {

@@ -10,7 +10,12 @@ t.test('each API key gets RATE_LIMIT_PER_MINUTE requests, then 429 with Retry-Af
     t.equal(response.headers['ratelimit-limit'], '3');
     t.equal(response.headers['ratelimit-remaining'], String(3 - i));
   }
-  const limited = await api.request({ method: 'POST', url: '/v1/pets', headers: api.auth, payload: { name: 'x', categoryId: 1 } });
+  const limited = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: api.auth,
+    payload: { name: 'x', categoryId: 1 },
+  });
   t.equal(limited.statusCode, 429);
   t.equal(limited.json<ErrorBody>().code, 'rate_limited');
   t.ok(Number(limited.headers['retry-after']) > 0 && Number(limited.headers['retry-after']) <= 60);

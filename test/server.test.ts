@@ -35,7 +35,11 @@ t.test('npm start on an empty database prints where it serves and a working key'
 
   t.equal(await server.stop('SIGTERM'), 0, 'SIGTERM shuts down cleanly');
   t.match(server.output(), /"msg":"shutting down"/);
-  t.notMatch(server.output().split('\n').slice(lines.length).join('\n'), server.key ?? '', 'the key appears only in the banner');
+  t.notMatch(
+    server.output().split('\n').slice(lines.length).join('\n'),
+    server.key ?? '',
+    'the key appears only in the banner',
+  );
 
   const again = await startServerProcess(t, { DATABASE_URL: databaseFile });
   t.equal(again.key, undefined, 'no new key once keys exist');
@@ -46,6 +50,12 @@ t.test('npm start on an empty database prints where it serves and a working key'
 
 t.test('the server refuses to start on bad configuration, saying why', async (t) => {
   const dir = temporaryDirectory(t);
-  await t.rejects(startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), PORT: 'eighty' }), /PORT must be an integer/);
-  await t.rejects(startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
+  await t.rejects(
+    startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), PORT: 'eighty' }),
+    /PORT must be an integer/,
+  );
+  await t.rejects(
+    startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), LOG_LEVEL: 'loud' }),
+    /LOG_LEVEL must be one of/,
+  );
 });

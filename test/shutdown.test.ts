@@ -46,7 +46,9 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
   t.match(server.output(), /"msg":"shutting down"/);
 
   const restarted = await startServerProcess(t, { DATABASE_URL: databaseFile });
-  const listed = await conformingFetch(new Request(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
+  const listed = await conformingFetch(
+    new Request(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }),
+  );
   t.match(await listed.text(), /In flight/, 'and what it wrote is stored');
   await restarted.stop();
 });

@@ -22,10 +22,17 @@ t.test('request bodies are strict: each bad body is a 400 naming the field, and 
     ['a 101-character name', { name: 'x'.repeat(101), categoryId: 1 }, /^body\/name /],
     ['categoryId 0', { name: 'Rex', categoryId: 0 }, /^body\/categoryId must be >= 1$/],
     ['categoryId above 2^53 - 1', { name: 'Rex', categoryId: 9007199254740992 }, /^body\/categoryId /],
-    ['an unknown status', { name: 'Rex', categoryId: 1, status: 'lost' }, /^body\/status must be one of available, pending, sold$/],
+    [
+      'an unknown status',
+      { name: 'Rex', categoryId: 1, status: 'lost' },
+      /^body\/status must be one of available, pending, sold$/,
+    ],
     ['an array body', [{ name: 'Rex', categoryId: 1 }], /^body must be a JSON object$/],
     ['a string body', 'Rex', /^body must be a JSON object$/],
     ['a boolean for an integer', { name: 'Rex', categoryId: true }, /^body\/categoryId must be integer$/],
+    ['a NUL in the name', { name: '\u0000Rex', categoryId: 1 }, /^body\/name must match pattern/],
+    ['a control character in the name', { name: 'Rex\n', categoryId: 1 }, /^body\/name must match pattern/],
+    ['a lone surrogate in the name', { name: 'Rex\ud800', categoryId: 1 }, /^body\/name must match pattern/],
   ];
   for (const [what, body, message] of cases) {
     const response = await api.request({ method: 'POST', url: '/v1/pets', headers, payload: JSON.stringify(body) });
@@ -47,10 +54,17 @@ t.test('a 100-character name is accepted, counted in characters not bytes', asyn
 t.test('query integers must be canonical decimal integers within range', async (t) => {
   const api = await startApi(t);
   for (const limit of ['1e2', '1.5', '', '+3', 'abc', '0x10', '007', ' 5', '0', '101', '-1', '99999999999999999999']) {
-    const response = await api.request({ method: 'GET', url: `/v1/pets?limit=${encodeURIComponent(limit)}`, headers: api.auth });
+    const response = await api.request({
+      method: 'GET',
+      url: `/v1/pets?limit=${encodeURIComponent(limit)}`,
+      headers: api.auth,
+    });
     t.equal(response.statusCode, 400, `limit=${JSON.stringify(limit)}`);
     t.match(response.json<ErrorBody>().message, /^query\/limit /, 'the message names the parameter');
   }
+  const huge = await api.request({ method: 'GET', url: `/v1/pets?limit=${'9'.repeat(400)}`, headers: api.auth });
+  t.equal(huge.statusCode, 400, 'an integer past 2^53 is not coerced to Infinity');
+  t.match(huge.json<ErrorBody>().message, /^query\/limit /);
   const repeated = await api.request({ method: 'GET', url: '/v1/pets?limit=5&limit=6', headers: api.auth });
   t.equal(repeated.statusCode, 400, 'a repeated limit is not silently resolved');
   for (const limit of ['1', '100']) {
@@ -66,8 +80,19 @@ t.test('status filter and cursor are validated', async (t) => {
   t.match(status.json<ErrorBody>().message, /^query\/status /);
   const forged = Buffer.from('v1:abc').toString('base64url');
   const negative = Buffer.from('v1:-5').toString('base64url');
-  for (const cursor of ['zzz', 'not a cursor', forged, negative, 'x'.repeat(65), Buffer.from('v1:012').toString('base64url')]) {
-    const response = await api.request({ method: 'GET', url: `/v1/pets?cursor=${encodeURIComponent(cursor)}`, headers: api.auth });
+  for (const cursor of [
+    'zzz',
+    'not a cursor',
+    forged,
+    negative,
+    'x'.repeat(65),
+    Buffer.from('v1:012').toString('base64url'),
+  ]) {
+    const response = await api.request({
+      method: 'GET',
+      url: `/v1/pets?cursor=${encodeURIComponent(cursor)}`,
+      headers: api.auth,
+    });
     t.equal(response.statusCode, 400, `cursor ${cursor}`);
     t.match(response.json<ErrorBody>().message, /^query\/cursor /);
   }
@@ -76,7 +101,11 @@ t.test('status filter and cursor are validated', async (t) => {
 t.test('petId must be a canonical positive integer', async (t) => {
   const api = await startApi(t);
   for (const petId of ['', 'abc', '1.5', '1e2', '0', '-1', '+1', '01', '9007199254740992']) {
-    const response = await api.request({ method: 'GET', url: `/v1/pets/${encodeURIComponent(petId)}`, headers: api.auth });
+    const response = await api.request({
+      method: 'GET',
+      url: `/v1/pets/${encodeURIComponent(petId)}`,
+      headers: api.auth,
+    });
     t.equal(response.statusCode, 400, `petId ${petId}`);
     t.match(response.json<ErrorBody>().message, /^params\/petId /);
     t.equal(response.headers.sunset, 'Thu, 05 Dec 2030 00:00:00 GMT', 'the 400 of getPet is marked deprecated too');

@@ -11,7 +11,9 @@ const DEFAULT_LIMIT = 20;
 
 /** The same pet, however the JSON was spelled (key order, an explicit default status). */
 function fingerprint(pet: NewPetRecord): Buffer {
-  return createHash('sha256').update(JSON.stringify([pet.name, pet.categoryId, pet.status])).digest();
+  return createHash('sha256')
+    .update(JSON.stringify([pet.name, pet.categoryId, pet.status]))
+    .digest();
 }
 
 /** Who sent a request to a secured operation (the bearer hook has run). */
@@ -40,7 +42,8 @@ export function petHandlers(pets: PetRepository, basePath: string): PetHandlers 
       const { name, categoryId, status = 'available' } = request.body;
       const pet = { name, categoryId, status };
       const key = request.headers['idempotency-key'];
-      const claim = key === undefined ? undefined : { apiKeyId: principalOf(request).keyId, key, fingerprint: fingerprint(pet) };
+      const claim =
+        key === undefined ? undefined : { apiKeyId: principalOf(request).keyId, key, fingerprint: fingerprint(pet) };
       const created = await pets.create(pet, claim);
       if (created.outcome === 'conflict') {
         throw new ApiError(422, 'idempotency_key_reused', 'Idempotency-Key was used with a different body');

@@ -69,7 +69,10 @@ function publish(document: OpenApiDocument, instanceUrl: string | undefined): Pu
   return {
     document: served,
     json: represent(JSON.stringify(served), 'application/json; charset=utf-8'),
-    yaml: represent(stringify(served, { aliasDuplicateObjects: false, lineWidth: 0 }), 'application/yaml; charset=utf-8'),
+    yaml: represent(
+      stringify(served, { aliasDuplicateObjects: false, lineWidth: 0 }),
+      'application/yaml; charset=utf-8',
+    ),
   };
 }
 

@@ -2,7 +2,6 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
-import type { ContractOperation } from '../contract.js';
 import type { PathTable } from '../path-table.js';
 
 export interface ErrorsOptions {
@@ -47,7 +46,7 @@ function describeValidation(error: FastifyError): string {
   const part = PARTS[error.validationContext ?? ''] ?? error.validationContext ?? 'request';
   if (first === undefined) return `${part} is invalid`;
   const where = `${part}${first.instancePath}`;
-  const params = first.params as Record<string, unknown>;
+  const { params } = first;
   if (first.keyword === 'additionalProperties') {
     return `${where}/${String(params.additionalProperty)} is not an allowed field`;
   }
@@ -63,16 +62,41 @@ function send(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
 /**
- * Answers errors raised before routing (a URL that cannot be decoded) with the Error body, and
- * with the headers the contract promises for the operation the URL names.
+ * Answers a URL the router cannot decode (bad percent-encoding, a parameter over its length
+ * limit). No route runs for it, so it first goes through the hooks of the operation it names, if
+ * any (`hooksFor`): authentication still comes before the 400, and the headers are the same.
  */
-export function frameworkErrors(paths: PathTable, headersOf: (operation: ContractOperation) => Record<string, string>) {
-  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
-    const operation = paths.match(request.url)?.operations.get(request.method);
-    if (operation !== undefined) reply.headers(headersOf(operation));
-    send(reply, new ApiError(400, 'invalid_request', `Malformed request: ${error.message}`));
+export function frameworkErrors(paths: PathTable, hooksFor: (request: FastifyRequest) => Hook[]) {
+  return (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const parameters = paths.match(request.url)?.parameters ?? [];
+    const what = parameters.length === 0 ? 'The URL' : parameters.map((name) => `params/${name}`).join(' or ');
+    const answer = new ApiError(400, 'invalid_request', `${what} is not correctly percent-encoded, or is too long`);
+    const runHooks = async () => {
+      for (const hook of hooksFor(request)) await hook(request, reply);
+    };
+    runHooks().then(
+      () => send(reply, answer),
+      (error: unknown) => send(reply, toApiError(error as Error)),
+    );
   };
+}
+
+/** Paths are echoed in messages, but not at any length. */
+function shown(path: string): string {
+  return path.length > 200 ? `${path.slice(0, 200)}…` : path;
+}
+
+/** The 404 for an unknown path, or the 405 (with Allow) for a known path and another method. */
+export function unroutable(request: FastifyRequest, paths: PathTable): ApiError {
+  const path = request.url.split('?', 1)[0] ?? '';
+  const known = paths.match(path);
+  if (known === undefined) return new ApiError(404, 'not_found', `No route for ${request.method} ${shown(path)}`);
+  return new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${shown(path)}`, {
+    allow: known.allow,
+  });
 }
 
 /** Answers HTTP parse errors on the raw socket (no request object exists yet). */
@@ -104,18 +128,11 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
     return send(reply, apiError);
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?', 1)[0] ?? '';
-    const known = options.paths.match(path);
-    if (known !== undefined) {
-      return send(
-        reply,
-        new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${path}`, {
-          allow: known.allow,
-        }),
-      );
-    }
-    return send(reply, new ApiError(404, 'not_found', `No route for ${request.method} ${path}`));
+  // Decided in onRequest, before any body is read: a body sent to a wrong path or method is not
+  // parsed, so it cannot turn the 404 or 405 into a 400 or 413.
+  app.setNotFoundHandler((request, reply) => send(reply, unroutable(request, options.paths)));
+  app.addHook('onRequest', async (request) => {
+    if (request.is404) throw unroutable(request, options.paths);
   });
 }
 

@@ -17,7 +17,7 @@ export interface RateLimits {
   /** onRequest hook for after authentication: counts the request against its API key. */
   perKey: onRequestAsyncHookHandler | undefined;
   /** Counts a failed authentication against the client address: the 429 to answer once over. */
-  authFailure(request: FastifyRequest, reply: FastifyReply): Promise<ApiError | undefined>;
+  authFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>;
 }
 
 /**
@@ -48,11 +48,19 @@ export async function rateLimits(app: FastifyInstance, settings: RateLimitSettin
   const window = 60_000;
   const perKey =
     settings.perMinute > 0
-      ? app.createRateLimit({ max: settings.perMinute, timeWindow: window, keyGenerator: (request) => `key:${request.principal?.keyId}` })
+      ? app.createRateLimit({
+          max: settings.perMinute,
+          timeWindow: window,
+          keyGenerator: (request) => `key:${request.principal?.keyId}`,
+        })
       : undefined;
   const perAddress =
     settings.authFailuresPerMinute > 0
-      ? app.createRateLimit({ max: settings.authFailuresPerMinute, timeWindow: window, keyGenerator: (request) => `ip:${request.ip}` })
+      ? app.createRateLimit({
+          max: settings.authFailuresPerMinute,
+          timeWindow: window,
+          keyGenerator: (request) => `ip:${request.ip}`,
+        })
       : undefined;
 
   return {

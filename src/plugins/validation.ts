@@ -23,6 +23,11 @@ interface ObjectSchema {
   properties?: Record<string, { type?: unknown }>;
 }
 
+/** Past 2^53 a decimal string no longer names one number (and 1e309 digits coerce to Infinity). */
+function isCanonicalSafeInteger(value: unknown): boolean {
+  return typeof value === 'string' && CANONICAL_INTEGER.test(value) && Number.isSafeInteger(Number(value));
+}
+
 function integerFields(schema: FastifySchema): string[] {
   const properties = (schema as ObjectSchema).properties ?? {};
   return Object.entries(properties)
@@ -36,7 +41,7 @@ function nonCanonical(field: string): ErrorObject {
     instancePath: `/${field}`,
     schemaPath: `#/properties/${field}/type`,
     params: { type: 'integer' },
-    message: 'must be a canonical decimal integer',
+    message: 'must be a canonical decimal integer from -(2^53 - 1) to 2^53 - 1',
   };
 }
 
@@ -50,7 +55,7 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
   const validate = (data: Record<string, unknown> | null): boolean => {
     for (const field of integers) {
       const value = data?.[field];
-      if (value !== undefined && (typeof value !== 'string' || !CANONICAL_INTEGER.test(value))) {
+      if (value !== undefined && !isCanonicalSafeInteger(value)) {
         validate.errors = [nonCanonical(field)];
         return false;
       }
@@ -71,7 +76,9 @@ function lowerCaseHeaderNames(schema: FastifySchema): FastifySchema {
   const { properties = {}, required = [] } = schema as ObjectSchema & { required?: string[] };
   return {
     ...schema,
-    properties: Object.fromEntries(Object.entries(properties).map(([name, property]) => [name.toLowerCase(), property])),
+    properties: Object.fromEntries(
+      Object.entries(properties).map(([name, property]) => [name.toLowerCase(), property]),
+    ),
     required: required.map((name) => name.toLowerCase()),
   } as FastifySchema;
 }

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { OpenAPIV3_1 } from 'openapi-types';
@@ -43,7 +44,7 @@ export function findOperation(method: string, url: string) {
   const path = url.split('?', 1)[0] ?? '';
   const match = pathMatchers.find(({ pattern }) => pattern.test(path));
   if (match === undefined) return { pathKnown: false, operation: undefined };
-  const operation = match.item[method.toLowerCase() as OpenAPIV3_1.HttpMethods];
+  const operation = match.item[method.toLowerCase() as `${OpenAPIV3_1.HttpMethods}`];
   return { pathKnown: true, operation, template: match.template };
 }
 
@@ -72,13 +73,17 @@ function checkJsonBody(response: ObservedResponse, schema: object, where: string
   }
   const validate = validatorFor(schema);
   if (validate(body)) return [];
-  return [`${where}: body ${response.body.slice(0, 300)} does not match the schema: ${ajv.errorsText(validate.errors)}`];
+  return [
+    `${where}: body ${response.body.slice(0, 300)} does not match the schema: ${ajv.errorsText(validate.errors)}`,
+  ];
 }
 
 function checkErrorStatus(response: ObservedResponse, where: string): string[] {
   try {
     const body = JSON.parse(response.body) as { status?: unknown };
-    return body.status === response.statusCode ? [] : [`${where}: Error.status ${String(body.status)} is not the HTTP status`];
+    return body.status === response.statusCode
+      ? []
+      : [`${where}: Error.status ${String(body.status)} is not the HTTP status`];
   } catch {
     return [];
   }
@@ -96,9 +101,11 @@ export function contractViolations(method: string, url: string, response: Observ
     if (expected === 405 && header(response, 'allow') === undefined) problems.push(`${where}: 405 without Allow`);
     return [...problems, ...checkJsonBody(response, errorSchema, where), ...checkErrorStatus(response, where)];
   }
-  const declared = operation.responses?.[String(response.statusCode)] as ResponseObject | undefined;
+  const declared = operation.responses[String(response.statusCode)] as ResponseObject | undefined;
   if (declared === undefined) {
-    return [`${where}: status ${response.statusCode} is not declared for ${operation.operationId}: ${response.body.slice(0, 200)}`];
+    return [
+      `${where}: status ${response.statusCode} is not declared for ${operation.operationId}: ${response.body.slice(0, 200)}`,
+    ];
   }
   const problems: string[] = [];
   for (const [name, definition] of Object.entries(declared.headers ?? {}) as [string, HeaderObject][]) {
@@ -107,12 +114,12 @@ export function contractViolations(method: string, url: string, response: Observ
       if (definition.required === true) problems.push(`${where}: required header ${name} is missing`);
       continue;
     }
-    if (definition.schema !== undefined && !validatorFor(definition.schema as object)(headerValue(value, definition.schema))) {
+    if (definition.schema !== undefined && !validatorFor(definition.schema)(headerValue(value, definition.schema))) {
       problems.push(`${where}: header ${name}: "${value}" does not match its schema`);
     }
   }
   const media = declared.content?.['application/json'];
-  if (media?.schema !== undefined) problems.push(...checkJsonBody(response, media.schema as object, where));
+  if (media?.schema !== undefined) problems.push(...checkJsonBody(response, media.schema, where));
   else if (response.body !== '') problems.push(`${where}: the contract declares no body`);
   if (response.statusCode >= 400) problems.push(...checkErrorStatus(response, where));
   return problems;
@@ -120,10 +127,23 @@ export function contractViolations(method: string, url: string, response: Observ
 
 export class ContractViolation extends Error {}
 
+const responseLog = process.env.PETSTORE_RESPONSE_LOG;
+const logged = new Set<string>();
+
+/** Opt-in (PETSTORE_RESPONSE_LOG=file), for `npm run contract:check`: appends `GET /pets/{petId} 404` once. */
+function logResponse(method: string, url: string, statusCode: number): void {
+  const { template } = findOperation(method, url);
+  if (responseLog === undefined || template === undefined) return;
+  const line = `${method.toUpperCase()} ${template} ${statusCode}\n`;
+  if (!logged.has(line)) appendFileSync(responseLog, line);
+  logged.add(line);
+}
+
 /** Throws (failing the test) unless the response conforms to openapi.yaml. */
 export function assertConforms(method: string, url: string, response: ObservedResponse): void {
   const problems = contractViolations(method, url, response);
   if (problems.length > 0) throw new ContractViolation(problems.join('\n'));
+  logResponse(method, url, response.statusCode);
 }
 
 export { contract };

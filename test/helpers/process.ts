@@ -26,8 +26,8 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
   });
   let stdout = '';
   let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL');

@@ -33,8 +33,7 @@ const BUSY_TIMEOUT_MS = 5000;
 const PING_BUSY_TIMEOUT_MS = 200;
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
-const KEY_COLUMNS =
-  'id, account_id AS accountId, prefix, created_at AS createdAt, revoked_at AS revokedAt';
+const KEY_COLUMNS = 'id, account_id AS accountId, prefix, created_at AS createdAt, revoked_at AS revokedAt';
 const ACCOUNT_COLUMNS = 'id, name, created_at AS createdAt';
 
 export function openSqlite(options: SqliteOptions): Storage {
@@ -67,9 +66,7 @@ export function openSqlite(options: SqliteOptions): Storage {
 
 function petRepository(db: Database.Database, now: () => number): PetRepository {
   // limit + 1 rows tell whether another page follows without a second query.
-  const listAll = db.prepare<[number, number], Pet>(
-    `SELECT ${PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`,
-  );
+  const listAll = db.prepare<[number, number], Pet>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`);
   const listByStatus = db.prepare<[string, number, number], Pet>(
     `SELECT ${PET_COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
   );
@@ -112,9 +109,7 @@ function petRepository(db: Database.Database, now: () => number): PetRepository 
   return {
     list: async ({ limit, status, afterId = 0 }: PetPageQuery) => {
       const rows =
-        status === undefined
-          ? listAll.all(afterId, limit + 1)
-          : listByStatus.all(status, afterId, limit + 1);
+        status === undefined ? listAll.all(afterId, limit + 1) : listByStatus.all(status, afterId, limit + 1);
       const hasMore = rows.length > limit;
       return { pets: hasMore ? rows.slice(0, limit) : rows, hasMore };
     },
@@ -131,9 +126,7 @@ function accountRepository(db: Database.Database): AccountRepository {
   const insertAccount = db.prepare<[string], Account>(
     `INSERT INTO accounts (name) VALUES (?) RETURNING ${ACCOUNT_COLUMNS}`,
   );
-  const accountByName = db.prepare<[string], Account>(
-    `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE name = ?`,
-  );
+  const accountByName = db.prepare<[string], Account>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE name = ?`);
   const insertKey = db.prepare<[number, Buffer, string], ApiKeyInfo>(
     `INSERT INTO api_keys (account_id, hash, prefix) VALUES (?, ?, ?) RETURNING ${KEY_COLUMNS}`,
   );

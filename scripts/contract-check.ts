@@ -1,0 +1,24 @@
+/**
+ * `npm run contract:check`: fails on every way the code and openapi.yaml can part, naming what
+ * drifted and the command (or edit) that fixes it. `npm test` runs it after the suite, with
+ * PETSTORE_RESPONSE_LOG naming the log of the responses the tests saw.
+ */
+import { projectRoot } from '../src/paths.js';
+import { formatDrift } from './contract-check/drift.js';
+import { contractCheck } from './contract-check/index.js';
+
+async function main(): Promise<void> {
+  const responseLog = process.env.PETSTORE_RESPONSE_LOG;
+  const results = await contractCheck(projectRoot, { responseLog });
+  const drifts = results.flatMap((result) => result.drifts);
+  for (const drift of drifts) console.error(formatDrift(drift));
+  if (drifts.length > 0) {
+    console.error(`contract:check: ${drifts.length} drift${drifts.length === 1 ? '' : 's'} between code and contract`);
+    process.exitCode = 1;
+    return;
+  }
+  const skipped = responseLog === undefined ? ' (responses: skipped, npm test checks them)' : '';
+  console.log(`contract:check: ok: ${results.map(({ check }) => check).join(', ')}${skipped}`);
+}
+
+await main();

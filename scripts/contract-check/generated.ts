@@ -1,0 +1,110 @@
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Drift, files } from './drift.js';
+import { run } from './tools.js';
+
+const FIX = { run: 'npm run generate' };
+/** The Redocly config `npm run generate` names (see package.json). */
+const GENERATE_CONFIG = 'scripts/generate.redocly.yaml';
+const SHOWN_LINES = 6;
+/** Lines that must agree again for a hunk to end; and how far to look for them. */
+const RESYNC_LINES = 3;
+const SEARCH_LINES = 400;
+
+/** The fewest lines to drop from each text, after `start`, for the two to agree again. */
+function hunkSize(start: number, agree: (i: number, j: number) => boolean): [number, number] | undefined {
+  for (let distance = 1; distance <= 2 * SEARCH_LINES; distance++) {
+    for (let removed = 0; removed <= distance; removed++) {
+      if (agree(start + removed, start + distance - removed)) return [removed, distance - removed];
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The first hunk where two texts differ, as `-` (before) and `+` (after) lines, and the 1-based line
+ * of `before` it starts at: the fewest lines removed and added for both to agree again.
+ */
+export function firstDifference(before: string, after: string): { line: number; lines: string[] } {
+  const a = before.split('\n');
+  const b = after.split('\n');
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  const agree = (i: number, j: number) => {
+    for (let k = 0; k < RESYNC_LINES; k++) {
+      if (i + k >= a.length ? j + k < b.length : a[i + k] !== b[j + k]) return false;
+    }
+    return true;
+  };
+  const [removed, added] = hunkSize(start, agree) ?? [a.length - start, b.length - start];
+  const excerpt = (prefix: string, lines: string[]) => [
+    ...lines.slice(0, SHOWN_LINES).map((line) => `${prefix} ${line}`),
+    ...(lines.length > SHOWN_LINES ? [`${prefix} … ${lines.length - SHOWN_LINES} more lines`] : []),
+  ];
+  return {
+    line: start + 1,
+    lines: [...excerpt('-', a.slice(start, start + removed)), ...excerpt('+', b.slice(start, start + added))],
+  };
+}
+
+function filesIn(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => statSync(join(dir, name)).isFile());
+}
+
+/**
+ * `npm run generate`, run on a copy of the contract in a temporary folder, writes exactly the
+ * committed generated/: the same files, byte for byte.
+ */
+export async function checkGenerated(root: string): Promise<Drift[]> {
+  const scratch = mkdtempSync(join(tmpdir(), 'petstore-generate-'));
+  try {
+    mkdirSync(join(scratch, 'scripts'));
+    for (const file of ['package.json', files.contract, GENERATE_CONFIG]) {
+      copyFileSync(join(root, file), join(scratch, file));
+    }
+    symlinkSync(join(root, 'node_modules'), join(scratch, 'node_modules'), 'dir');
+    const result = await run('npm', ['run', '-s', 'generate'], scratch);
+    if (result.code !== 0) {
+      return [{ what: `npm run generate failed: ${result.stderr.trim()}`, where: files.contract, fix: FIX }];
+    }
+    const expectedDir = join(scratch, files.generated);
+    const committedDir = join(root, files.generated);
+    const names = new Set([...filesIn(expectedDir), ...filesIn(committedDir)]);
+    const drifts: Drift[] = [];
+    for (const name of names) {
+      const where = `${files.generated}/${name}`;
+      const expected = join(expectedDir, name);
+      const committed = join(committedDir, name);
+      if (!existsSync(committed)) {
+        drifts.push({ what: `${where} is missing: ${files.contract} generates it`, where, fix: FIX });
+      } else if (!existsSync(expected)) {
+        drifts.push({ what: `${where} is not generated from ${files.contract}`, where, fix: FIX });
+      } else {
+        const [want, have] = [readFileSync(expected, 'utf8'), readFileSync(committed, 'utf8')];
+        if (want === have) continue;
+        const { line, lines } = firstDifference(have, want);
+        drifts.push({
+          what: `${where} is not what ${files.contract} generates; first difference (- committed, + generated)`,
+          where: `${where}:${line}`,
+          detail: lines,
+          fix: FIX,
+        });
+      }
+    }
+    return drifts;
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,69 @@
+/** Every check of `npm run contract:check`, run against a project folder. */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Contract, loadContract } from '../../src/contract.js';
+import { checkBreaking } from './breaking.js';
+import { type Drift, files } from './drift.js';
+import { checkGenerated } from './generated.js';
+import { checkHandlers } from './handlers.js';
+import { checkLint } from './lint.js';
+import { checkResponses, loadUnreachedResponses } from './responses.js';
+import { checkServed } from './served.js';
+
+export interface CheckOptions {
+  /** The file test/helpers/contract.ts logged the seen responses to; undefined skips that check. */
+  responseLog?: string | undefined;
+}
+
+export interface CheckResult {
+  check: string;
+  drifts: Drift[];
+}
+
+/** A check that cannot run at all (a tool missing, a file unreadable) is a drift too. */
+async function attempt(check: string, run: () => Drift[] | Promise<Drift[]>): Promise<CheckResult> {
+  try {
+    return { check, drifts: await run() };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return {
+      check,
+      drifts: [{ what: `the ${check} check could not run: ${message}`, where: check, fix: { edit: 'see the error' } }],
+    };
+  }
+}
+
+async function loadValidContract(root: string): Promise<{ contract?: Contract; result: CheckResult }> {
+  try {
+    return { contract: await loadContract(join(root, files.contract)), result: { check: 'valid', drifts: [] } };
+  } catch (error) {
+    const what = `${files.contract} is not a valid OpenAPI document: ${error instanceof Error ? error.message : String(error)}`;
+    return {
+      result: { check: 'valid', drifts: [{ what, where: files.contract, fix: { edit: `correct ${files.contract}` } }] },
+    };
+  }
+}
+
+function responsesCheck(root: string, contract: Contract, responseLog: string): Drift[] {
+  const log = existsSync(responseLog) ? readFileSync(responseLog, 'utf8') : undefined;
+  return checkResponses(contract, log, loadUnreachedResponses(root));
+}
+
+export async function contractCheck(root: string, { responseLog }: CheckOptions = {}): Promise<CheckResult[]> {
+  const { contract, result: valid } = await loadValidContract(root);
+  const independent = [attempt('lint', () => checkLint(root)), attempt('generated', () => checkGenerated(root))];
+  if (contract === undefined) return [valid, ...(await Promise.all(independent))];
+  const handlers = await attempt('handlers', () => checkHandlers(contract));
+  // The app cannot start without a handler for every operation: serving would only repeat that.
+  const servable = handlers.drifts.length === 0;
+  return [
+    valid,
+    handlers,
+    ...(await Promise.all([
+      ...independent,
+      attempt('breaking', () => checkBreaking(root, contract)),
+      ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),
+      ...(responseLog === undefined ? [] : [attempt('responses', () => responsesCheck(root, contract, responseLog))]),
+    ])),
+  ];
+}

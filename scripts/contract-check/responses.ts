@@ -1,0 +1,123 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Contract } from '../../src/contract.js';
+import { type Drift, files } from './drift.js';
+import { operationObject } from './tools.js';
+
+/** A documented response no test reaches, accepted for the reason given. */
+export interface UnreachedResponse {
+  operationId: string;
+  status: string;
+  reason: string;
+}
+
+interface DocumentedResponse {
+  operationId: string;
+  method: string;
+  path: string;
+  status: string;
+}
+
+function documentedResponses(contract: Contract): DocumentedResponse[] {
+  return contract.operations.flatMap((operation) => {
+    const { operationId, method, path } = operation;
+    const responses = operationObject(contract, operation)?.responses ?? {};
+    return Object.keys(responses).map((status) => ({ operationId, method, path, status }));
+  });
+}
+
+/** The lines the test helpers log (`GET /pets/{petId} 404`), split into fields. */
+function parseLog(text: string): { method: string; path: string; status: string }[] {
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const [method = '', path = '', status = ''] = line.trim().split(' ');
+      return { method, path, status };
+    });
+}
+
+/**
+ * Whether a test saw this response. A 405 belongs to the path rather than to one operation (it
+ * answers the methods the path does not declare), so any 405 on the path reaches it; `4XX`
+ * ranges and `default` are reached by any status they cover.
+ */
+function isReached(response: DocumentedResponse, seen: ReturnType<typeof parseLog>, documented: Set<string>): boolean {
+  return seen.some(({ method, path, status }) => {
+    if (path !== response.path) return false;
+    if (response.status === '405' && status === '405') return true;
+    if (method !== response.method) return false;
+    if (/^[1-5]XX$/i.test(response.status)) return status.startsWith(response.status.charAt(0));
+    if (response.status === 'default') return !documented.has(`${response.operationId} ${status}`);
+    return status === response.status;
+  });
+}
+
+export function loadUnreachedResponses(root: string): UnreachedResponse[] {
+  const file = join(root, files.unreachedResponses);
+  if (!existsSync(file)) return [];
+  const parsed = JSON.parse(readFileSync(file, 'utf8')) as { exceptions?: unknown };
+  const exceptions = parsed.exceptions;
+  const valid = (entry: unknown): entry is UnreachedResponse => {
+    const { operationId, status, reason } = (entry ?? {}) as Record<string, unknown>;
+    return (
+      typeof operationId === 'string' &&
+      typeof status === 'string' &&
+      typeof reason === 'string' &&
+      reason.trim() !== ''
+    );
+  };
+  if (!Array.isArray(exceptions) || !exceptions.every(valid)) {
+    throw new Error(`${files.unreachedResponses}: "exceptions" must be a list of {operationId, status, reason}`);
+  }
+  return exceptions;
+}
+
+/**
+ * Every response the contract documents is seen by a test (as logged by test/helpers/contract.ts
+ * when PETSTORE_RESPONSE_LOG is set) or accepted, with a reason, in contracts/unreached-responses.json;
+ * and every accepted one is still documented and still unreached.
+ */
+export function checkResponses(contract: Contract, log: string | undefined, unreached: UnreachedResponse[]): Drift[] {
+  if (log === undefined) {
+    return [
+      {
+        what: 'no record of the responses the tests saw',
+        where: 'PETSTORE_RESPONSE_LOG names no file',
+        fix: { run: 'npm test' },
+      },
+    ];
+  }
+  const seen = parseLog(log);
+  const responses = documentedResponses(contract);
+  const documented = new Set(responses.map(({ operationId, status }) => `${operationId} ${status}`));
+  const accepted = new Map(unreached.map((entry) => [`${entry.operationId} ${entry.status}`, entry]));
+  const drifts: Drift[] = [];
+  for (const response of responses) {
+    const key = `${response.operationId} ${response.status}`;
+    const reached = isReached(response, seen, documented);
+    const where = `${files.contract}: ${response.method} ${response.path} responses/${response.status}`;
+    if (!reached && !accepted.has(key)) {
+      drifts.push({
+        what: `no test sees response ${response.status} of ${response.operationId}`,
+        where,
+        fix: { edit: `add a test that gets it, or list it with the reason in ${files.unreachedResponses}` },
+      });
+    } else if (reached && accepted.has(key)) {
+      drifts.push({
+        what: `response ${response.status} of ${response.operationId} is listed as unreached, but a test sees it`,
+        where: files.unreachedResponses,
+        fix: { edit: `remove its entry from ${files.unreachedResponses}` },
+      });
+    }
+  }
+  for (const [key, entry] of accepted) {
+    if (documented.has(key)) continue;
+    drifts.push({
+      what: `response ${entry.status} of ${entry.operationId} is listed as unreached, but the contract does not document it`,
+      where: files.unreachedResponses,
+      fix: { edit: `remove its entry from ${files.unreachedResponses}` },
+    });
+  }
+  return drifts;
+}

@@ -1,0 +1,236 @@
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { type Document, parseDocument, type YAMLSeq } from 'yaml';
+import { checkBreaking, describePointer } from '../scripts/contract-check/breaking.js';
+import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
+import { firstDifference } from '../scripts/contract-check/generated.js';
+import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
+import { checkLint } from '../scripts/contract-check/lint.js';
+import { checkResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
+import { checkServed } from '../scripts/contract-check/served.js';
+import { operationObject, run } from '../scripts/contract-check/tools.js';
+import { type Contract, loadContract } from '../src/contract.js';
+import { projectRoot } from '../src/paths.js';
+import type { Teardown } from './helpers/api.js';
+
+// Each drift is planted in a copy of the project. The real `npm run contract:check` runs on the
+// untouched copy and on two drifts; the other drifts go through the one check that catches them.
+
+/** What contract:check reads and builds from; node_modules is linked, not copied. */
+const PROJECT_FILES = [
+  '.redocly.lint-ignore.yaml',
+  'openapi.yaml',
+  'generated',
+  'contracts',
+  'redocly.yaml',
+  'package.json',
+  'tsconfig.json',
+  'src',
+  'scripts',
+];
+
+function copyProject(t: Teardown): string {
+  const root = mkdtempSync(join(tmpdir(), 'petstore-contract-check-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  for (const name of PROJECT_FILES.filter((file) => existsSync(join(projectRoot, file)))) {
+    cpSync(join(projectRoot, name), join(root, name), { recursive: true });
+  }
+  symlinkSync(join(projectRoot, 'node_modules'), join(root, 'node_modules'), 'dir');
+  return root;
+}
+
+/** Edits the copy's openapi.yaml and returns the contract as loaded from it. */
+async function plant(root: string, edit: (document: Document) => void): Promise<Contract> {
+  const file = join(root, 'openapi.yaml');
+  const document = parseDocument(readFileSync(file, 'utf8'));
+  edit(document);
+  writeFileSync(file, document.toString());
+  return loadContract(file);
+}
+
+const report = (drifts: Drift[]) => drifts.map(formatDrift).join('\n');
+
+/** The real command, without the response log `npm test` gives it. */
+function contractCheckCommand(root: string) {
+  const env = { ...process.env };
+  delete env.PETSTORE_RESPONSE_LOG;
+  return run('npm', ['run', '-s', 'contract:check'], root, env);
+}
+
+const committed = await loadContract(join(projectRoot, 'openapi.yaml'));
+
+// Building a copy of the project and running Redocly a dozen times takes a while on a busy machine.
+t.setTimeout(240_000);
+
+t.test('npm run contract:check passes an untouched copy and names each drift with its fix', async (t) => {
+  const root = copyProject(t);
+  const clean = await contractCheckCommand(root);
+  t.equal(clean.code, 0, clean.stderr);
+  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served/m);
+
+  const generated = join(root, 'generated', 'openapi.ts');
+  const original = readFileSync(generated, 'utf8');
+  writeFileSync(generated, original.replace('export interface paths {', 'export interface paths { // tidied by hand'));
+  const handEdited = await contractCheckCommand(root);
+  t.equal(handEdited.code, 1, 'a hand-edited generated file fails');
+  t.match(
+    handEdited.stderr,
+    /contract:check: generated\/openapi\.ts is not what openapi\.yaml generates.*\(generated\/openapi\.ts:\d+\)\n {4}- export interface paths \{ \/\/ tidied by hand\n {4}\+ export interface paths \{\n {2}run: npm run generate\n/,
+  );
+  t.match(handEdited.stderr, /contract:check: 1 drift between code and contract/);
+
+  writeFileSync(generated, original);
+  await plant(root, (document) => {
+    document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], {
+      type: 'string',
+      description: 'Optional.',
+    });
+  });
+  const stale = await contractCheckCommand(root);
+  t.equal(stale.code, 1, 'a contract edited without npm run generate fails');
+  t.match(stale.stderr, /\+ +nickname\?: string;[\s\S]*run: npm run generate/);
+  t.match(stale.stderr, /contract:check: 1 drift between/, 'an optional request field is not a breaking change');
+});
+
+t.test('an operation without a handler, and a handler without an operation', async (t) => {
+  const contract = await plant(copyProject(t), (document) => {
+    document.setIn(['paths', '/pets/{petId}', 'delete'], {
+      operationId: 'deletePet',
+      parameters: [{ $ref: '#/components/parameters/PetId' }],
+      responses: { '204': { description: 'Deleted.' } },
+    });
+  });
+  t.same(checkHandlers(committed), [], 'today every operation has its handler');
+  t.match(
+    report(checkHandlers(contract)),
+    /^contract:check: operation deletePet has no handler \(openapi\.yaml: DELETE \/pets\/\{petId\}\)\n {2}fix: implement deletePet in src\/handlers\//,
+  );
+  t.match(
+    report(checkHandlers(committed, [...handlerNames(committed.basePath), 'archivePet'])),
+    /handler archivePet answers no operation of the contract/,
+  );
+});
+
+const breakingChanges: { name: string; edit: (document: Document) => void; expected: RegExp }[] = [
+  {
+    name: 'an optional request field made required',
+    edit: (document) => (document.getIn(['components', 'schemas', 'NewPet', 'required']) as YAMLSeq).add('status'),
+    expected:
+      /Properties of `NewPet` became required: `status`\. \[required-properties-added\] \(POST \/pets requestBody\/content\/application\/json\/schema, openapi\.yaml:\d+:\d+\)/,
+  },
+  {
+    name: 'an enum value removed',
+    edit: (document) => document.deleteIn(['components', 'schemas', 'PetStatus', 'enum', 2]),
+    expected: /Enum of `PetStatus` lost values: 'sold'\. \[enum-values-removed\] \(GET \/pets parameters\/1\/schema/,
+  },
+  {
+    name: "a response field's type changed",
+    edit: (document) => document.setIn(['components', 'schemas', 'Pet', 'properties', 'categoryId', 'type'], 'string'),
+    expected:
+      /Type of `categoryId` widened from 'integer' to 'string'\. \[schema-type-changed\] \(GET \/pets responses\/200\/content\/application\/json\/schema\/items\/properties\/categoryId/,
+  },
+  {
+    name: 'an operation made public',
+    edit: (document) => document.setIn(['paths', '/pets', 'get', 'security'], document.createNode([])),
+    expected: /authentication changed from apiKey to none \(GET \/pets\)/,
+  },
+];
+
+for (const { name, edit, expected } of breakingChanges) {
+  t.test(`breaking: ${name}`, async (t) => {
+    const root = copyProject(t);
+    const drifts = await checkBreaking(root, await plant(root, edit));
+    t.match(report(drifts), expected);
+    t.match(report(drifts), /^contract:check: breaking change against v1\.0\.0 \(contracts\/v1\.0\.0\.yaml\): /);
+    t.match(report(drifts), /fix: undo the change, or release it as a new major version/);
+  });
+}
+
+t.test('additive changes are not breaking; a new major version has no release to break', async (t) => {
+  const root = copyProject(t);
+  const additive = await plant(root, (document) => {
+    document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], { type: 'string' });
+    document.setIn(['components', 'schemas', 'Pet', 'properties', 'nickname'], { type: 'string' });
+    document.setIn(['paths', '/pets/{petId}', 'delete'], {
+      operationId: 'deletePet',
+      parameters: [{ $ref: '#/components/parameters/PetId' }],
+      responses: { '204': { description: 'Deleted.' } },
+    });
+  });
+  t.same(await checkBreaking(root, additive), []);
+  const nextMajor = await plant(root, (document) => {
+    document.setIn(['info', 'version'], '2.0.0');
+    document.deleteIn(['paths', '/pets/{petId}']);
+  });
+  t.same(await checkBreaking(root, nextMajor), []);
+});
+
+t.test('lint: the committed ruleset fails a contract that breaks it', async (t) => {
+  const root = copyProject(t);
+  t.same(await checkLint(root), [], 'openapi.yaml has no lint error or warning');
+  await plant(root, (document) => document.setIn(['paths', '/pets', 'get', 'operationId'], 'list_pets'));
+  t.match(
+    report(await checkLint(root)),
+    /^contract:check: lint error rule\/operation-id-camel-case: operationIds are camelCase .*\(openapi\.yaml:\d+:\d+ #\/paths\/~1pets\/get\/operationId\)/m,
+  );
+});
+
+t.test('served: a server publishing another contract than the committed one', async (t) => {
+  const root = copyProject(t);
+  t.same(await checkServed(root, committed), []);
+  await plant(root, (document) => document.setIn(['info', 'title'], 'Pet Shop'));
+  t.match(
+    report(await checkServed(root, committed)),
+    /GET \/v1\/openapi\.json is not the committed openapi\.yaml \(\/v1\/openapi\.json at \/info\/title\)/,
+  );
+});
+
+t.test('every documented response is seen by a test or listed, with a reason, as unreached', async (t) => {
+  const lines = committed.operations.flatMap((operation) =>
+    Object.keys(operationObject(committed, operation)?.responses ?? {})
+      .filter((status) => status !== '405')
+      .map((status) => ({ line: `${operation.method} ${operation.path} ${status}`, ...operation, status })),
+  );
+  const log = (...omit: string[]) =>
+    [
+      ...lines.filter(({ line }) => !omit.includes(line)).map(({ line }) => line),
+      'DELETE /pets 405',
+      'PUT /pets/{petId} 405',
+    ].join('\n');
+  t.same(checkResponses(committed, log(), []), [], 'a 405 on any method of a path reaches each operation of it');
+
+  t.match(
+    report(checkResponses(committed, log('GET /pets/{petId} 404'), [])),
+    /^contract:check: no test sees response 404 of getPet \(openapi\.yaml: GET \/pets\/\{petId\} responses\/404\)\n {2}fix: add a test that gets it, or list it with the reason in contracts\/unreached-responses\.json$/,
+  );
+  const excepted = { operationId: 'getPet', status: '404', reason: 'because' };
+  t.same(checkResponses(committed, log('GET /pets/{petId} 404'), [excepted]), []);
+  t.match(
+    report(checkResponses(committed, log(), [excepted])),
+    /response 404 of getPet is listed as unreached, but a test sees it/,
+  );
+  t.match(
+    report(checkResponses(committed, log(), [{ ...excepted, status: '418' }])),
+    /response 418 of getPet is listed as unreached, but the contract does not document it/,
+  );
+  t.match(
+    report(checkResponses(committed, undefined, [])),
+    /no record of the responses the tests saw.*\n {2}run: npm test/,
+  );
+
+  for (const entry of loadUnreachedResponses(projectRoot)) {
+    t.ok(
+      lines.some(({ operationId, status }) => operationId === entry.operationId && status === entry.status),
+      `${entry.operationId} ${entry.status} is documented`,
+    );
+  }
+});
+
+t.test('the helpers name places the way a person reads them', async (t) => {
+  t.same(firstDifference('a\nb\nc\nd\ne\nf', 'a\nB\nc\nd\ne\nf'), { line: 2, lines: ['- b', '+ B'] });
+  t.same(firstDifference('a\nb\nc\nd\ne', 'a\nx\ny\nb\nc\nd\ne'), { line: 2, lines: ['+ x', '+ y'] });
+  t.same(describePointer('#/paths/~1pets~1{petId}/get/responses/200'), 'GET /pets/{petId} responses/200');
+  t.same(describePointer('#/components/schemas/Pet'), '#/components/schemas/Pet');
+});
