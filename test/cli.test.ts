@@ -24,7 +24,7 @@ t.test('accounts and keys are managed with the petstore command, against a runni
   const listed = await runCli(['keys', 'list', 'acme'], env);
   t.equal(listed.code, 0);
   t.notMatch(listed.stdout, key, 'a listing never shows the key');
-  const id = /^(\d+)\t(psk_\w+)\.\.\.\t/m.exec(listed.stdout);
+  const id = /^(\d+)\t(psk_[\w-]+)\.\.\.\t/m.exec(listed.stdout);
   t.ok(id, listed.stdout);
   t.ok(key.startsWith(id?.[2] ?? '?'), 'it shows the prefix');
 
