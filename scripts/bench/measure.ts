@@ -1,0 +1,91 @@
+import { join } from 'node:path';
+import { applyLoad, type Measurement } from './load.js';
+import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
+import { type RunningServer, type ServerKind, startServer } from './server-process.js';
+import type { BenchSettings } from './settings.js';
+import { freshCopy, type SeededTable, seedTable } from './table.js';
+
+export interface ScenarioMeasurement {
+  scenario: Scenario;
+  measurement: Measurement;
+  /** Responses whose status is not the scenario's expected one. */
+  unexpected: number;
+  /** Server CPU time (user + system) per response, in microseconds: what a request costs. */
+  cpuUsPerRequest: number;
+}
+
+export interface PreparedTable {
+  seeded: SeededTable;
+  context: TableContext;
+}
+
+/** Runs a server on a fresh copy of the seeded table (in `dir`) for as long as `use` takes. */
+export async function withServer<T>(
+  kind: ServerKind,
+  { seeded }: Pick<PreparedTable, 'seeded'>,
+  dir: string,
+  use: (server: RunningServer) => Promise<T>,
+  nodeFlags: string[] = [],
+): Promise<T> {
+  const databaseFile = freshCopy(seeded, join(dir, 'run.db'));
+  const server = await startServer(kind, { databaseFile, key: seeded.key, nodeFlags });
+  try {
+    return await use(server);
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Seeds a table of `count` pets and finds its deep page (through the project server). */
+export async function prepareTable(dir: string, count: number): Promise<PreparedTable> {
+  const seeded = await seedTable(join(dir, `seed-${count}.db`), count);
+  const deepPath = await withServer('project', { seeded }, dir, (server) =>
+    findDeepPage(server.origin, count, seeded.key),
+  );
+  return { seeded, context: { pets: count, key: seeded.key, deepPath } };
+}
+
+/** Every scenario's request in turn on each connection: warm-up and soak load. */
+export function mixedLoad(
+  server: RunningServer,
+  scenarios: readonly Scenario[],
+  table: TableContext,
+  seconds: number,
+  connections: number,
+) {
+  return applyLoad({
+    origin: server.origin,
+    requests: scenarios.map((scenario) => loadRequest(scenario, table)),
+    seconds,
+    connections,
+  });
+}
+
+/** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
+export async function measureScenarios(
+  server: RunningServer,
+  scenarios: readonly Scenario[],
+  table: TableContext,
+  { seconds, warmupSeconds, connections }: BenchSettings,
+): Promise<ScenarioMeasurement[]> {
+  if (warmupSeconds > 0) await mixedLoad(server, scenarios, table, warmupSeconds, connections);
+  const results: ScenarioMeasurement[] = [];
+  for (const scenario of scenarios) {
+    const cpuBefore = server.cpuMs();
+    const measurement = await applyLoad({
+      origin: server.origin,
+      requests: [loadRequest(scenario, table)],
+      seconds,
+      connections,
+    });
+    const cpuUsed = server.cpuMs() - cpuBefore;
+    const total = Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
+    results.push({
+      scenario,
+      measurement,
+      unexpected: total - (measurement.statuses[String(scenario.expect.status)] ?? 0),
+      cpuUsPerRequest: (cpuUsed * 1000) / total,
+    });
+  }
+  return results;
+}

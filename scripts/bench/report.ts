@@ -1,0 +1,299 @@
+import { cpus, release, totalmem } from 'node:os';
+import type { ScenarioMeasurement } from './measure.js';
+import { SCENARIOS } from './scenarios.js';
+import type { ServerKind } from './server-process.js';
+import type { BenchSettings } from './settings.js';
+
+/** One scenario measured once on one server. */
+export interface ScenarioRun extends Omit<ScenarioMeasurement, 'scenario'> {
+  table: string;
+  round: number;
+  server: ServerKind;
+  scenario: string;
+}
+
+/** One life of a server process: its start and its peak memory over all its load. */
+export interface ServerLife {
+  table: string;
+  server: ServerKind;
+  startupMs: number;
+  peakRssMb: number;
+}
+
+export interface Soak {
+  seconds: number;
+  afterWarmupMb: number;
+  afterSoakMb: number;
+  /** VmRSS once a second during the soak. */
+  samplesMb: number[];
+}
+
+interface Medians {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuUsPerRequest: number;
+  errors: number;
+  non2xx: number;
+  unexpected: number;
+}
+
+export interface SummaryRow {
+  table: string;
+  scenario: string;
+  project: Medians;
+  baseline: Medians;
+  /** project / baseline: throughput (higher is better), p99 and CPU per request (lower is better). */
+  rpsRatio: number;
+  p99Ratio: number;
+  cpuRatio: number;
+}
+
+export interface TargetCheck {
+  target: string;
+  subject: string;
+  value: string;
+  pass: boolean;
+}
+
+export const TARGETS = {
+  minRpsRatio: 0.9,
+  maxP99Ratio: 1.2,
+  maxScaleP99Ratio: 1.2,
+  maxPeakRssMb: 150,
+  /** RSS moves by a few MB as V8 sizes its heap; growth beyond this over the soak is a leak. */
+  soakNoiseMb: 10,
+  maxStartupMs: 500,
+};
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted.length % 2 === 1
+    ? (sorted[middle] ?? NaN)
+    : ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
+}
+
+function mediansOf(runs: ScenarioRun[]): Medians {
+  const sum = (pick: (run: ScenarioRun) => number) => runs.reduce((total, run) => total + pick(run), 0);
+  return {
+    rps: median(runs.map((run) => run.measurement.rps)),
+    p50Ms: median(runs.map((run) => run.measurement.p50Ms)),
+    p99Ms: median(runs.map((run) => run.measurement.p99Ms)),
+    cpuUsPerRequest: median(runs.map((run) => run.cpuUsPerRequest)),
+    errors: sum((run) => run.measurement.errors),
+    non2xx: sum((run) => run.measurement.non2xx),
+    unexpected: sum((run) => run.unexpected),
+  };
+}
+
+export function summarise(runs: ScenarioRun[]): SummaryRow[] {
+  const keys = [...new Set(runs.map((run) => `${run.table}\t${run.scenario}`))];
+  return keys.map((key) => {
+    const [table = '', scenario = ''] = key.split('\t');
+    const of = (server: ServerKind) =>
+      mediansOf(runs.filter((run) => run.table === table && run.scenario === scenario && run.server === server));
+    const project = of('project');
+    const baseline = of('baseline');
+    return {
+      table,
+      scenario,
+      project,
+      baseline,
+      rpsRatio: project.rps / baseline.rps,
+      p99Ratio: project.p99Ms / baseline.p99Ms,
+      cpuRatio: project.cpuUsPerRequest / baseline.cpuUsPerRequest,
+    };
+  });
+}
+
+const ratio = (value: number) => `${value.toFixed(2)}x`;
+const ms = (value: number) => value.toFixed(2);
+const count = (value: number) => Math.round(value).toLocaleString('en-US');
+
+export function checkTargets(rows: SummaryRow[], lives: ServerLife[], soak: Soak | undefined): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  for (const row of rows) {
+    const subject = `${row.scenario} @${row.table}`;
+    checks.push(
+      {
+        target: `throughput >= ${TARGETS.minRpsRatio}x baseline`,
+        subject,
+        value: ratio(row.rpsRatio),
+        pass: row.rpsRatio >= TARGETS.minRpsRatio,
+      },
+      {
+        target: `p99 <= ${TARGETS.maxP99Ratio}x baseline`,
+        subject,
+        value: ratio(row.p99Ratio),
+        pass: row.p99Ratio <= TARGETS.maxP99Ratio,
+      },
+    );
+  }
+  const [small, ...large] = [...new Set(rows.map((row) => row.table))];
+  for (const table of large) {
+    for (const row of rows.filter((candidate) => candidate.table === table)) {
+      const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
+      if (reference === undefined) continue;
+      const growth = row.project.p99Ms / reference.project.p99Ms;
+      checks.push({
+        target: `p99 @${table} <= ${TARGETS.maxScaleP99Ratio}x p99 @${small}`,
+        subject: row.scenario,
+        value: `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (baseline ${ratio(row.baseline.p99Ms / reference.baseline.p99Ms)})`,
+        pass: growth <= TARGETS.maxScaleP99Ratio,
+      });
+    }
+  }
+  const project = lives.filter((life) => life.server === 'project');
+  const peak = Math.max(...project.map((life) => life.peakRssMb));
+  checks.push({
+    target: `peak RSS < ${TARGETS.maxPeakRssMb} MB`,
+    subject: 'project server',
+    value: `${peak.toFixed(1)} MB`,
+    pass: peak < TARGETS.maxPeakRssMb,
+  });
+  if (soak !== undefined) {
+    const growth = soak.afterSoakMb - soak.afterWarmupMb;
+    checks.push({
+      target: `RSS growth over a ${soak.seconds} s soak <= ${TARGETS.soakNoiseMb} MB`,
+      subject: 'project server',
+      value: `${soak.afterWarmupMb.toFixed(1)} -> ${soak.afterSoakMb.toFixed(1)} MB (${growth >= 0 ? '+' : ''}${growth.toFixed(1)} MB)`,
+      pass: growth <= TARGETS.soakNoiseMb,
+    });
+  }
+  const startups = project.map((life) => life.startupMs);
+  checks.push({
+    target: `first 200 <= ${TARGETS.maxStartupMs} ms after spawn (median)`,
+    subject: 'project server',
+    value: `median ${median(startups).toFixed(0)} ms, max ${Math.max(...startups).toFixed(0)} ms over ${startups.length} starts`,
+    pass: median(startups) <= TARGETS.maxStartupMs,
+  });
+  const unexpected = rows.reduce((total, row) => total + row.project.unexpected + row.baseline.unexpected, 0);
+  const errors = rows.reduce((total, row) => total + row.project.errors + row.baseline.errors, 0);
+  checks.push({
+    target: 'every response has the expected status, no socket errors',
+    subject: 'both servers',
+    value: `${unexpected} unexpected, ${errors} errors`,
+    pass: unexpected === 0 && errors === 0,
+  });
+  return checks;
+}
+
+export function machine() {
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGb: Math.round((totalmem() / 1024 ** 3) * 10) / 10,
+    node: process.version,
+    kernel: release(),
+  };
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => (column < 3 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)))
+      .join('  ');
+  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
+}
+
+export function formatReport(
+  rows: SummaryRow[],
+  lives: ServerLife[],
+  soak: Soak | undefined,
+  checks: TargetCheck[],
+): string {
+  const scenarios = table(
+    [
+      'table',
+      'scenario',
+      'server',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'CPU us/req',
+      'errors',
+      'non-2xx',
+      'x req/s',
+      'x p99',
+      'x CPU',
+    ],
+    rows.flatMap((row) =>
+      (['project', 'baseline'] as const).map((server) => {
+        const m = row[server];
+        const ratios =
+          server === 'project' ? [ratio(row.rpsRatio), ratio(row.p99Ratio), ratio(row.cpuRatio)] : ['', '', ''];
+        const name = server === 'project' ? [row.table, row.scenario] : ['', ''];
+        return [
+          ...name,
+          server,
+          count(m.rps),
+          ms(m.p50Ms),
+          ms(m.p99Ms),
+          count(m.cpuUsPerRequest),
+          count(m.errors),
+          count(m.non2xx),
+          ...ratios,
+        ];
+      }),
+    ),
+  );
+  const servers = table(
+    ['table', 'server', 'starts', 'first 200 ms (median)', 'peak RSS MB (max)'],
+    [...new Set(lives.map((life) => `${life.table}\t${life.server}`))].map((key) => {
+      const [name = '', server = ''] = key.split('\t');
+      const mine = lives.filter((life) => life.table === name && life.server === server);
+      return [
+        name,
+        server,
+        String(mine.length),
+        median(mine.map((life) => life.startupMs)).toFixed(0),
+        Math.max(...mine.map((life) => life.peakRssMb)).toFixed(1),
+      ];
+    }),
+  );
+  const soakLine =
+    soak === undefined
+      ? 'Soak: skipped (BENCH_SOAK=0)'
+      : `Soak (project, mixed load): RSS ${soak.afterWarmupMb.toFixed(1)} MB after warm-up, ${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s ` +
+        `(min ${Math.min(...soak.samplesMb).toFixed(1)}, max ${Math.max(...soak.samplesMb).toFixed(1)} during)`;
+  const verdicts = checks.map(
+    (check) => `${check.pass ? 'PASS' : 'FAIL'}  ${check.target}  ${check.subject}: ${check.value}`,
+  );
+  const failed = checks.filter((check) => !check.pass).length;
+  const legend = SCENARIOS.map(
+    (scenario) => `  ${scenario.name.padEnd(16)} ${scenario.summary} -> ${scenario.expect.status}`,
+  );
+  return [
+    'Scenarios:',
+    ...legend,
+    '',
+    'Medians over rounds; x = project / baseline (CPU: server CPU time per response); errors and non-2xx are totals.',
+    scenarios,
+    '',
+    servers,
+    '',
+    soakLine,
+    '',
+    ...verdicts,
+    '',
+    failed === 0
+      ? `All ${checks.length} targets met.`
+      : `${failed} of ${checks.length} targets NOT met (see FAIL above).`,
+  ].join('\n');
+}
+
+export interface BenchResults {
+  settings: BenchSettings;
+  machine: ReturnType<typeof machine>;
+  startedAt: string;
+  runs: ScenarioRun[];
+  lives: ServerLife[];
+  soak: Soak | undefined;
+  summary: SummaryRow[];
+  targets: TargetCheck[];
+}

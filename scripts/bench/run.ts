@@ -1,0 +1,138 @@
+/**
+ * `npm run bench`: the project against a hand-written baseline (see baseline.ts), same scenarios,
+ * same store, one server at a time, interleaved by round. Prints a report with PASS/FAIL per
+ * target and writes it as JSON to bench-results/latest.json. Always exits 0 once measured: it is a
+ * report, not a test. Settings: see settings.ts (BENCH_DURATION, BENCH_SOAK, BENCH_SCALE, ...).
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeConnections } from './http.js';
+import { measureScenarios, mixedLoad, type PreparedTable, prepareTable, withServer } from './measure.js';
+import {
+  checkTargets,
+  type BenchResults,
+  formatReport,
+  machine,
+  type ScenarioRun,
+  type ServerLife,
+  type Soak,
+  summarise,
+} from './report.js';
+import { probe, type Scenario, selectScenarios } from './scenarios.js';
+import { type RunningServer, SERVER_KINDS, type ServerKind } from './server-process.js';
+import { benchSettings, LARGE_TABLE, RESULTS_DIR, SMALL_TABLE } from './settings.js';
+
+const settings = benchSettings();
+const scenarios = selectScenarios(settings.scenarios);
+const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
+const runs: ScenarioRun[] = [];
+const lives: ServerLife[] = [];
+
+const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const label = (count: number) => (count >= 1_000_000 ? `${count / 1_000_000}M` : `${count / 1000}k`);
+
+function recordLife(table: string, server: RunningServer): void {
+  lives.push({ table, server: server.kind, startupMs: server.startupMs, peakRssMb: server.memory().peakRssMb });
+}
+
+/** Both servers must give every scenario the same status and body shape, or nothing is measured. */
+async function verifyEquivalence(prepared: PreparedTable, chosen: Scenario[]): Promise<void> {
+  const answers = new Map<ServerKind, string[]>();
+  for (const kind of SERVER_KINDS) {
+    answers.set(
+      kind,
+      await withServer(kind, prepared, dir, async (server) => {
+        const shapes: string[] = [];
+        for (const scenario of chosen) shapes.push(await probe(server.origin, scenario, prepared.context));
+        return shapes;
+      }),
+    );
+  }
+  const mismatches = chosen.flatMap((scenario, index) => {
+    const [project, baseline] = SERVER_KINDS.map((kind) => answers.get(kind)?.[index]);
+    return project === baseline ? [] : [`${scenario.name}:\n  project  ${project}\n  baseline ${baseline}`];
+  });
+  if (mismatches.length > 0)
+    throw new Error(`The servers answer differently, so they cannot be compared:\n${mismatches.join('\n')}`);
+}
+
+/**
+ * Each measurement gets its own server life (fresh database copy, start, warm-up, one scenario),
+ * alternating project and baseline, so the two see the same background load within seconds.
+ */
+async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTable> {
+  const table = label(count);
+  log(`seeding ${count.toLocaleString('en-US')} pets`);
+  const prepared = await prepareTable(dir, count);
+  await verifyEquivalence(prepared, chosen);
+  log(`${table}: both servers answer ${chosen.length} scenarios alike (status and body shape)`);
+  for (let round = 1; round <= settings.rounds; round += 1) {
+    log(`${table} round ${round}/${settings.rounds}: ${chosen.length} scenarios x 2 servers x ${settings.seconds} s`);
+    // Alternate which server goes first, so a slow drift of the machine favours neither.
+    const order = round % 2 === 1 ? SERVER_KINDS : [...SERVER_KINDS].reverse();
+    for (const scenario of chosen) {
+      for (const kind of order) {
+        await withServer(kind, prepared, dir, async (server) => {
+          for (const result of await measureScenarios(server, [scenario], prepared.context, settings)) {
+            runs.push({ ...result, table, round, server: kind, scenario: scenario.name });
+          }
+          recordLife(table, server);
+        });
+      }
+    }
+  }
+  return prepared;
+}
+
+/** RSS of the project server after warm-up, then after `soakSeconds` more of mixed load. */
+async function soak(prepared: PreparedTable, seconds: number): Promise<Soak> {
+  // Long enough for V8 to have sized its heap for this load before the first reading.
+  const warmup = Math.max(settings.warmupSeconds, Math.min(10, seconds));
+  log(`soak: project, mixed load for ${warmup} + ${seconds} s`);
+  return withServer('project', prepared, dir, async (server) => {
+    await mixedLoad(server, scenarios, prepared.context, warmup, settings.connections);
+    const afterWarmupMb = server.memory().rssMb;
+    const samplesMb: number[] = [];
+    const sampler = setInterval(() => samplesMb.push(server.memory().rssMb), 1000);
+    await mixedLoad(server, scenarios, prepared.context, seconds, settings.connections);
+    clearInterval(sampler);
+    const afterSoakMb = server.memory().rssMb;
+    recordLife(`${label(SMALL_TABLE)} soak`, server);
+    return { seconds, afterWarmupMb, afterSoakMb, samplesMb };
+  });
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date().toISOString();
+  log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
+  const small = await benchTable(SMALL_TABLE, scenarios);
+  const soaked = settings.soakSeconds > 0 ? await soak(small, settings.soakSeconds) : undefined;
+  rmSync(small.seeded.file);
+  const atScale = scenarios.filter((scenario) => scenario.atScale);
+  if (settings.scale && atScale.length > 0) await benchTable(LARGE_TABLE, atScale);
+
+  const summary = summarise(runs);
+  const targets = checkTargets(summary, lives, soaked);
+  const results: BenchResults = {
+    settings,
+    machine: machine(),
+    startedAt,
+    runs,
+    lives,
+    soak: soaked,
+    summary,
+    targets,
+  };
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = join(RESULTS_DIR, 'latest.json');
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`\n${formatReport(summary, lives, soaked, targets)}\n\nWritten to ${file}\n`);
+}
+
+try {
+  await main();
+} finally {
+  closeConnections();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,132 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { projectRoot } from '../../src/paths.js';
+import { send } from './http.js';
+
+export type ServerKind = 'project' | 'baseline';
+export const SERVER_KINDS: readonly ServerKind[] = ['project', 'baseline'];
+
+const ENTRY: Record<ServerKind, string> = {
+  project: join(projectRoot, 'dist/src/server.js'),
+  baseline: join(projectRoot, 'dist/scripts/bench/baseline.js'),
+};
+
+const STARTUP_LIMIT_MS = 20_000;
+const POLL_INTERVAL_MS = 2;
+
+export interface StartOptions {
+  databaseFile: string;
+  /** A valid API key in that database: the first 200 is an authenticated request. */
+  key: string;
+  /** Extra node flags, e.g. --cpu-prof. */
+  nodeFlags?: string[];
+}
+
+export interface Memory {
+  /** Resident set size now (VmRSS), in MB. */
+  rssMb: number;
+  /** The highest resident set size so far (VmHWM), in MB. */
+  peakRssMb: number;
+}
+
+export interface RunningServer {
+  kind: ServerKind;
+  origin: string;
+  /** From spawning the process to the first 200 on an authenticated request. */
+  startupMs: number;
+  memory(): Memory;
+  /** CPU time the process has used (user + system), in milliseconds. */
+  cpuMs(): number;
+  /** SIGTERM (the server shuts down gracefully) and wait for the exit. */
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+function memoryOf(pid: number): Memory {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const megabytes = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) / 1024;
+  return { rssMb: megabytes('VmRSS'), peakRssMb: megabytes('VmHWM') };
+}
+
+/** Linux counts process CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
+const MS_PER_TICK = 10;
+
+function cpuMsOf(pid: number): number {
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
+}
+
+/**
+ * Starts a server as production does: its own process, logging at info to /dev/null (so the log
+ * lines are still built and written), rate limits off so the load is not answered with 429s.
+ */
+export async function startServer(
+  kind: ServerKind,
+  { databaseFile, key, nodeFlags = [] }: StartOptions,
+): Promise<RunningServer> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const spawnedAt = performance.now();
+  const child = spawn(process.execPath, [...nodeFlags, ENTRY[kind]], {
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: databaseFile,
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_PER_MINUTE: '0',
+      AUTH_FAILURES_PER_MINUTE: '0',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const { pid } = child;
+  if (pid === undefined) throw new Error(`${kind} server could not be spawned`);
+
+  const probe = { method: 'GET', path: '/v1/pets?limit=1', headers: { authorization: `Bearer ${key}` } } as const;
+  let startupMs: number | undefined;
+  while (startupMs === undefined) {
+    if (child.exitCode !== null) throw new Error(`${kind} server exited while starting: ${stderr}`);
+    if (performance.now() - spawnedAt > STARTUP_LIMIT_MS) {
+      child.kill('SIGKILL');
+      throw new Error(`${kind} server gave no 200 within ${STARTUP_LIMIT_MS} ms: ${stderr}`);
+    }
+    const status = await send(origin, probe, true).then(
+      (response) => response.status,
+      () => undefined,
+    );
+    if (status === 200) startupMs = performance.now() - spawnedAt;
+    else if (status !== undefined) throw new Error(`${kind} server answered ${status} to an authenticated request`);
+    else await sleep(POLL_INTERVAL_MS);
+  }
+
+  return {
+    kind,
+    origin,
+    startupMs,
+    memory: () => memoryOf(pid),
+    cpuMs: () => cpuMsOf(pid),
+    stop: async () => {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { join } from 'node:path';
+import { projectRoot } from '../../src/paths.js';
+
+export interface BenchSettings {
+  /** Seconds of load per scenario (BENCH_DURATION, default 10). */
+  seconds: number;
+  /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 2). */
+  warmupSeconds: number;
+  /** Seconds of mixed load between the two RSS readings; 0 skips the soak (BENCH_SOAK, default 60). */
+  soakSeconds: number;
+  /** Also measure list and get on a 1,000,000-pet table (BENCH_SCALE, 0 skips; default 1). */
+  scale: boolean;
+  /** Times each server runs every scenario, interleaved project, baseline (BENCH_ROUNDS, default 3). */
+  rounds: number;
+  /** Concurrent connections of the load generator (BENCH_CONNECTIONS, default 50). */
+  connections: number;
+  /** Only these scenarios, by name (BENCH_SCENARIOS, comma-separated; default all). */
+  scenarios: string[] | undefined;
+}
+
+export const SMALL_TABLE = 10_000;
+export const LARGE_TABLE = 1_000_000;
+export const RESULTS_DIR = join(projectRoot, 'bench-results');
+
+function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (!/^[0-9]+$/.test(value) || Number(value) < min) {
+    throw new Error(`${name} must be a whole number of at least ${min}; got "${value}"`);
+  }
+  return Number(value);
+}
+
+export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
+  return {
+    seconds: whole(env, 'BENCH_DURATION', 10, 1),
+    warmupSeconds: whole(env, 'BENCH_WARMUP', 2, 0),
+    soakSeconds: whole(env, 'BENCH_SOAK', 60, 0),
+    scale: whole(env, 'BENCH_SCALE', 1, 0) > 0,
+    rounds: whole(env, 'BENCH_ROUNDS', 3, 1),
+    connections: whole(env, 'BENCH_CONNECTIONS', 50, 1),
+    scenarios: env.BENCH_SCENARIOS ? env.BENCH_SCENARIOS.split(',').map((name) => name.trim()) : undefined,
+  };
+}
