@@ -20,8 +20,9 @@ import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
-import validation from './plugins/validation.js';
+import { compileValidator } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
+import { usePrecompiledMetaSchema } from './meta-schema.js';
 import type { Storage } from './storage/types.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
@@ -81,6 +82,12 @@ function validateEveryBodyAsJson(route: RouteOptions): void {
   }
 }
 
+type ValidatorFactory = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
+>;
+/** fastify types this factory after its default (ajv) compiler; at run time any schema compiler fits. */
+const contractValidatorFactory = (() => compileValidator) as unknown as ValidatorFactory;
+
 export async function buildApp({
   contract,
   storage,
@@ -116,13 +123,15 @@ export async function buildApp({
     },
     clientErrorHandler,
     frameworkErrors: frameworkErrors(paths, hooksFor),
+    // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
+    // than with setValidatorCompiler, fastify never loads its default ajv compiler.
+    schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
   });
 
   app.server.maxConnections = connections.maxConnections;
   app.addHook('onRequest', standardHeaders);
   await app.register(framing);
   await app.register(errors, { paths });
-  await app.register(validation);
   await app.register(jsonBody);
 
   await app.register(health, { storage });
@@ -134,6 +143,8 @@ export async function buildApp({
   const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
 
+  // The glue validates the contract again; with the build's compiled meta-schema that is cheap.
+  await usePrecompiledMetaSchema();
   await app.register(async (api) => {
     api.addHook('onRequest', apiHeaders);
     api.addHook('onRoute', validateEveryBodyAsJson);

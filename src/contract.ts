@@ -1,6 +1,8 @@
-import SwaggerParser from '@apidevtools/swagger-parser';
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import { contractPath } from './paths.js';
+import { compiledContractDir, contractPath } from './paths.js';
 
 export type OpenApiDocument = OpenAPIV3_1.Document;
 
@@ -16,26 +18,92 @@ export interface ContractOperation {
   deprecated: boolean;
 }
 
-export interface Contract {
+export interface ValidatedContract {
   /** The contract as written (refs intact): what the server publishes. */
   document: OpenApiDocument;
   /** Validated and dereferenced: what routes and validation are built from. */
   dereferenced: OpenApiDocument;
+}
+
+export interface Contract extends ValidatedContract {
   /** The path every server URL shares, e.g. `/v1`. */
   basePath: string;
   operations: ContractOperation[];
+  /** SHA-256 (hex) of the contract file's bytes. */
+  sha256: string;
+  /** `build`: the copy `npm run build` validated, for these very bytes; `start`: validated now. */
+  validatedAt: 'build' | 'start';
 }
 
-/** Loads `openapi.yaml`, validates it with swagger-parser and dereferences it. */
-export async function loadContract(path: string = contractPath): Promise<Contract> {
+/** The copy of the contract that `npm run build` validated and dereferenced. */
+export interface CompiledContract extends ValidatedContract {
+  /** SHA-256 (hex) of the contract file it was made from: it stands for those bytes only. */
+  sourceSha256: string;
+}
+
+export const compiledContractFile = join(compiledContractDir, 'openapi.json');
+
+export function sha256(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Every JSON Schema the document holds, named by where it is (`paths./pets.post.requestBody...`). */
+function* schemasOf(value: unknown, at: string): Generator<[string, object]> {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [key, child] of Object.entries(value)) {
+    const where = `${at}.${key}`;
+    if (key === 'schema' && typeof child === 'object' && child !== null) yield [where, child];
+    else if (at === 'components.schemas') yield [where, child as object];
+    else if (key !== 'examples' && key !== 'example') yield* schemasOf(child, where);
+  }
+}
+
+/**
+ * Validates the contract with swagger-parser and dereferences it, then checks each of its schemas
+ * against the JSON Schema meta-schema, which the server's own compilers skip (plugins/validation.ts).
+ */
+export async function validateContract(path: string = contractPath): Promise<ValidatedContract> {
+  // Loaded only when needed: most starts use the copy the build validated.
+  const [{ default: SwaggerParser }, { Ajv2020 }] = await Promise.all([
+    import('@apidevtools/swagger-parser'),
+    import('ajv/dist/2020.js'),
+  ]);
   const document = (await SwaggerParser.parse(path)) as OpenApiDocument;
   // validate() dereferences in place, so give it a copy and keep the written form.
   const dereferenced = (await SwaggerParser.validate(structuredClone(document))) as OpenApiDocument;
+  const ajv = new Ajv2020({ strict: false });
+  const schemas = [...schemasOf(dereferenced.paths, 'paths'), ...schemasOf(dereferenced.components, 'components')];
+  const invalid = schemas.flatMap(([where, schema]) =>
+    ajv.validateSchema(schema) ? [] : [`${where} ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`],
+  );
+  if (invalid.length > 0) throw new Error(`invalid JSON Schema: ${invalid.join('; ')}`);
+  return { document, dereferenced };
+}
+
+async function readCompiled(sourceSha256: string): Promise<CompiledContract | undefined> {
+  const compiled = await readFile(compiledContractFile, 'utf8').then(
+    (text) => JSON.parse(text) as CompiledContract,
+    () => undefined,
+  );
+  return compiled?.sourceSha256 === sourceSha256 ? compiled : undefined;
+}
+
+/**
+ * Loads `openapi.yaml` validated and dereferenced. Validating costs a few hundred milliseconds, so
+ * `npm run build` does it once and keeps the result keyed by the file's hash; a contract whose
+ * bytes differ from what was built (edited since, or another file) is validated here instead.
+ */
+export async function loadContract(path: string = contractPath): Promise<Contract> {
+  const hash = sha256(await readFile(path));
+  const compiled = await readCompiled(hash);
+  const { document, dereferenced } = compiled ?? (await validateContract(path));
   return {
     document,
     dereferenced,
     basePath: basePathOf(dereferenced),
     operations: operationsOf(dereferenced),
+    sha256: hash,
+    validatedAt: compiled === undefined ? 'start' : 'build',
   };
 }
 

@@ -16,3 +16,6 @@ function findProjectRoot(start: string): string {
 export const projectRoot = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
 export const contractPath = join(projectRoot, 'openapi.yaml');
 export const migrationsDir = join(projectRoot, 'src', 'storage', 'sqlite', 'migrations');
+
+/** What `npm run build` derives from the contract (scripts/build-contract.ts) for a fast start. */
+export const compiledContractDir = join(projectRoot, 'dist', 'contract');

@@ -1,0 +1,54 @@
+/**
+ * Run by `npm run build`, after tsc: validates openapi.yaml once, so that a start need not.
+ * Writes to dist/contract/:
+ * - openapi.json: the contract as written and dereferenced, keyed by the SHA-256 of its bytes
+ *   (loadContract uses it only for those bytes, and validates anything else itself);
+ * - meta-schema.mjs: the OpenAPI meta-schema fastify-openapi-glue validates the contract against,
+ *   compiled to standalone code with the validator's own ajv options (see src/meta-schema.ts).
+ * An invalid contract fails the build, naming what is wrong.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import standaloneCode from 'ajv/dist/standalone/index.js';
+import addFormats from 'ajv-formats';
+import { type CompiledContract, compiledContractFile, sha256, validateContract } from '../src/contract.js';
+import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/meta-schema.js';
+import { compiledContractDir, contractPath } from '../src/paths.js';
+
+/**
+ * What @seriousme/openapi-schema-validator's getAjvValidator does, to source instead of to memory:
+ * Ajv2020 without strict mode, ajv-formats, and `media-range` accepted as is.
+ */
+export function compileMetaSchema(version: string): string {
+  const file = metaSchemaFile(version);
+  const source = readFileSync(file);
+  const ajv = addFormats.default(new Ajv2020({ strict: false, code: { source: true, esm: true } }));
+  ajv.addFormat('media-range', true);
+  const validate = ajv.compile(JSON.parse(source.toString('utf8')) as object);
+  return [
+    `// Compiled by scripts/build-contract.ts from ${file}; do not edit.`,
+    `export const version = ${JSON.stringify(version)};`,
+    `export const schemaSha256 = ${JSON.stringify(sha256(source))};`,
+    standaloneCode.default(ajv, validate),
+    '',
+  ].join('\n');
+}
+
+export async function buildContract(path: string = contractPath): Promise<CompiledContract> {
+  const sourceSha256 = sha256(readFileSync(path));
+  const { document, dereferenced } = await validateContract(path).catch((error: unknown) => {
+    throw new Error(
+      `${path} is not a valid OpenAPI document: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  });
+  return { sourceSha256, document, dereferenced };
+}
+
+async function main(): Promise<void> {
+  const compiled = await buildContract();
+  mkdirSync(compiledContractDir, { recursive: true });
+  writeFileSync(compiledContractFile, JSON.stringify(compiled));
+  writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(metaSchemaVersion(compiled.document.openapi)));
+}
+
+if (import.meta.filename === process.argv[1]) await main();
