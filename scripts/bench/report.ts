@@ -21,6 +21,9 @@ export interface ServerLife {
 }
 
 export interface Soak {
+  /** The table it ran on: the largest measured, so that the warm-up fills SQLite's page cache. */
+  table: string;
+  warmupSeconds: number;
   seconds: number;
   afterWarmupMb: number;
   afterSoakMb: number;
@@ -43,7 +46,11 @@ export interface SummaryRow {
   scenario: string;
   project: Medians;
   baseline: Medians;
-  /** project / baseline: throughput (higher is better), p99 and CPU per request (lower is better). */
+  /**
+   * project / baseline, each the median over rounds of the ratio within a round (the two servers
+   * ran seconds apart), so a slow minute of a shared machine moves both sides of one ratio:
+   * throughput (higher is better), p99 and CPU per request (lower is better).
+   */
   rpsRatio: number;
   p99Ratio: number;
   cpuRatio: number;
@@ -88,22 +95,30 @@ function mediansOf(runs: ScenarioRun[]): Medians {
   };
 }
 
+/** The median over rounds of project / baseline, each ratio taken within one round. */
+function pairedRatio(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number {
+  const ratios = [...new Set(runs.map((run) => run.round))].map((round) => {
+    const [project, baseline] = (['project', 'baseline'] as const).map((server) =>
+      runs.find((run) => run.round === round && run.server === server),
+    );
+    return project === undefined || baseline === undefined ? Number.NaN : pick(project) / pick(baseline);
+  });
+  return median(ratios.filter((ratio) => !Number.isNaN(ratio)));
+}
+
 export function summarise(runs: ScenarioRun[]): SummaryRow[] {
   const keys = [...new Set(runs.map((run) => `${run.table}\t${run.scenario}`))];
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
-    const of = (server: ServerKind) =>
-      mediansOf(runs.filter((run) => run.table === table && run.scenario === scenario && run.server === server));
-    const project = of('project');
-    const baseline = of('baseline');
+    const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
     return {
       table,
       scenario,
-      project,
-      baseline,
-      rpsRatio: project.rps / baseline.rps,
-      p99Ratio: project.p99Ms / baseline.p99Ms,
-      cpuRatio: project.cpuUsPerRequest / baseline.cpuUsPerRequest,
+      project: mediansOf(mine.filter((run) => run.server === 'project')),
+      baseline: mediansOf(mine.filter((run) => run.server === 'baseline')),
+      rpsRatio: pairedRatio(mine, (run) => run.measurement.rps),
+      p99Ratio: pairedRatio(mine, (run) => run.measurement.p99Ms),
+      cpuRatio: pairedRatio(mine, (run) => run.cpuUsPerRequest),
     };
   });
 }
@@ -156,7 +171,7 @@ export function checkTargets(rows: SummaryRow[], lives: ServerLife[], soak: Soak
   if (soak !== undefined) {
     const growth = soak.afterSoakMb - soak.afterWarmupMb;
     checks.push({
-      target: `RSS growth over a ${soak.seconds} s soak <= ${TARGETS.soakNoiseMb} MB`,
+      target: `RSS growth over a ${soak.seconds} s soak @${soak.table} <= ${TARGETS.soakNoiseMb} MB`,
       subject: 'project server',
       value: `${soak.afterWarmupMb.toFixed(1)} -> ${soak.afterSoakMb.toFixed(1)} MB (${growth >= 0 ? '+' : ''}${growth.toFixed(1)} MB)`,
       pass: growth <= TARGETS.soakNoiseMb,
@@ -259,7 +274,8 @@ export function formatReport(
   const soakLine =
     soak === undefined
       ? 'Soak: skipped (BENCH_SOAK=0)'
-      : `Soak (project, mixed load): RSS ${soak.afterWarmupMb.toFixed(1)} MB after warm-up, ${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s ` +
+      : `Soak (project, mixed load on the ${soak.table} table): RSS ${soak.afterWarmupMb.toFixed(1)} MB after ${soak.warmupSeconds} s of warm-up, ` +
+        `${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s more ` +
         `(min ${Math.min(...soak.samplesMb).toFixed(1)}, max ${Math.max(...soak.samplesMb).toFixed(1)} during)`;
   const verdicts = checks.map(
     (check) => `${check.pass ? 'PASS' : 'FAIL'}  ${check.target}  ${check.subject}: ${check.value}`,
@@ -272,7 +288,8 @@ export function formatReport(
     'Scenarios:',
     ...legend,
     '',
-    'Medians over rounds; x = project / baseline (CPU: server CPU time per response); errors and non-2xx are totals.',
+    'Medians over rounds; x = project / baseline, the median of the ratios within each round (CPU: server CPU time per',
+    'response); errors and non-2xx are totals.',
     scenarios,
     '',
     servers,

@@ -2,15 +2,15 @@ import { join } from 'node:path';
 import { projectRoot } from '../../src/paths.js';
 
 export interface BenchSettings {
-  /** Seconds of load per scenario (BENCH_DURATION, default 10). */
+  /** Seconds of load per scenario (BENCH_DURATION, default 6). */
   seconds: number;
-  /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 2). */
+  /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 3). */
   warmupSeconds: number;
   /** Seconds of mixed load between the two RSS readings; 0 skips the soak (BENCH_SOAK, default 60). */
   soakSeconds: number;
   /** Also measure list and get on a 1,000,000-pet table (BENCH_SCALE, 0 skips; default 1). */
   scale: boolean;
-  /** Times each server runs every scenario, interleaved project, baseline (BENCH_ROUNDS, default 3). */
+  /** Times each server runs every scenario, interleaved project, baseline (BENCH_ROUNDS, default 5). */
   rounds: number;
   /** Concurrent connections of the load generator (BENCH_CONNECTIONS, default 50). */
   connections: number;
@@ -33,11 +33,11 @@ function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: numb
 
 export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
   return {
-    seconds: whole(env, 'BENCH_DURATION', 10, 1),
-    warmupSeconds: whole(env, 'BENCH_WARMUP', 2, 0),
+    seconds: whole(env, 'BENCH_DURATION', 6, 1),
+    warmupSeconds: whole(env, 'BENCH_WARMUP', 3, 0),
     soakSeconds: whole(env, 'BENCH_SOAK', 60, 0),
     scale: whole(env, 'BENCH_SCALE', 1, 0) > 0,
-    rounds: whole(env, 'BENCH_ROUNDS', 3, 1),
+    rounds: whole(env, 'BENCH_ROUNDS', 5, 1),
     connections: whole(env, 'BENCH_CONNECTIONS', 50, 1),
     scenarios: env.BENCH_SCENARIOS ? env.BENCH_SCENARIOS.split(',').map((name) => name.trim()) : undefined,
   };

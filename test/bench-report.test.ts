@@ -1,0 +1,78 @@
+import t from 'tap';
+import { checkTargets, formatReport, type ScenarioRun, type ServerLife, summarise } from '../scripts/bench/report.js';
+
+// The benchmark's verdicts (PASS/FAIL per target) are what BENCHMARKS.md quotes; these tests hold
+// the arithmetic behind them to what the report says it does. No timing is measured here.
+
+function run(server: ScenarioRun['server'], round: number, rps: number, p99Ms: number, table = '10k'): ScenarioRun {
+  return {
+    table,
+    round,
+    server,
+    scenario: 'list-20',
+    unexpected: 0,
+    cpuUsPerRequest: 1_000_000 / rps,
+    measurement: { rps, p50Ms: p99Ms / 2, p99Ms, errors: 0, non2xx: 0, statuses: { '200': rps } },
+  };
+}
+
+const life = (startupMs: number, peakRssMb = 100): ServerLife => ({
+  table: '10k',
+  server: 'project',
+  startupMs,
+  peakRssMb,
+});
+
+t.test('ratios are the median of the ratios within each round, so a slow round moves both sides', async (t) => {
+  // Round 2: the machine was busy while the project ran; round 3: busy for both servers.
+  const [row] = summarise([
+    run('project', 1, 1000, 10),
+    run('baseline', 1, 1000, 10),
+    run('project', 2, 600, 20),
+    run('baseline', 2, 1000, 10),
+    run('project', 3, 700, 20),
+    run('baseline', 3, 650, 25),
+  ]);
+  t.equal(row?.rpsRatio, 1, 'median of 1.00, 0.60 and 1.08 (medians alone would give 700 / 1000)');
+  t.equal(row?.p99Ratio, 1, 'median of 1.0, 2.0 and 0.8');
+  t.equal(row?.project.rps, 700, 'the table shows each server’s own median');
+  t.equal(row?.baseline.rps, 1000);
+});
+
+t.test('each target fails when it is missed and passes when it is met', async (t) => {
+  const rows = summarise([
+    run('project', 1, 850, 13),
+    run('baseline', 1, 1000, 10),
+    run('project', 1, 1000, 16, '1M'),
+    run('baseline', 1, 1000, 10, '1M'),
+  ]);
+  const soak = {
+    table: '1M',
+    warmupSeconds: 30,
+    seconds: 60,
+    afterWarmupMb: 100,
+    afterSoakMb: 111,
+    samplesMb: [100, 111],
+  };
+  const verdicts = Object.fromEntries(
+    checkTargets(rows, [life(450), life(520, 151), life(480)], soak).map((check) => [
+      `${check.target} ${check.subject}`,
+      check.pass,
+    ]),
+  );
+  t.same(verdicts, {
+    'throughput >= 0.9x baseline list-20 @10k': false,
+    'p99 <= 1.2x baseline list-20 @10k': false,
+    'throughput >= 0.9x baseline list-20 @1M': true,
+    'p99 <= 1.2x baseline list-20 @1M': false,
+    'p99 @1M <= 1.2x p99 @10k list-20': false,
+    'peak RSS < 150 MB project server': false,
+    'RSS growth over a 60 s soak @1M <= 10 MB project server': false,
+    'first 200 <= 500 ms after spawn (median) project server': true,
+    'every response has the expected status, no socket errors both servers': true,
+  });
+  const report = formatReport(rows, [life(450)], soak, checkTargets(rows, [life(450)], soak));
+  t.match(report, /FAIL {2}throughput >= 0\.9x baseline {2}list-20 @10k: 0\.85x/);
+  t.match(report, /Soak \(project, mixed load on the 1M table\): RSS 100\.0 MB after 30 s of warm-up, 111\.0 MB/);
+  t.match(report, /targets NOT met/);
+});
