@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { applyLoad, type LoadSample, measurementOf, type Measurement } from './load.js';
+import { applyLoad, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, startServer } from './server-process.js';
 import type { BenchSettings } from './settings.js';
@@ -27,7 +27,7 @@ export async function withServer<T>(
   use: (server: RunningServer) => Promise<T>,
   nodeFlags: string[] = [],
 ): Promise<T> {
-  const databaseFile = freshCopy(seeded, join(dir, `run-${kind}.db`));
+  const databaseFile = freshCopy(seeded, join(dir, 'run.db'));
   const server = await startServer(kind, { databaseFile, key: seeded.key, nodeFlags });
   try {
     return await use(server);
@@ -52,24 +52,13 @@ export function mixedLoad(
   table: TableContext,
   seconds: number,
   connections: number,
-): Promise<LoadSample> {
+) {
   return applyLoad({
     origin: server.origin,
     requests: scenarios.map((scenario) => loadRequest(scenario, table)),
     seconds,
     connections,
   });
-}
-
-function scenarioMeasurement(scenario: Scenario, samples: LoadSample[], cpuMs: number): ScenarioMeasurement {
-  const measurement = measurementOf(samples);
-  const total = Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
-  return {
-    scenario,
-    measurement,
-    unexpected: total - (measurement.statuses[String(scenario.expect.status)] ?? 0),
-    cpuUsPerRequest: (cpuMs * 1000) / total,
-  };
 }
 
 /** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
@@ -83,13 +72,20 @@ export async function measureScenarios(
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
     const cpuBefore = server.cpuMs();
-    const sample = await applyLoad({
+    const measurement = await applyLoad({
       origin: server.origin,
       requests: [loadRequest(scenario, table)],
       seconds,
       connections,
     });
-    results.push(scenarioMeasurement(scenario, [sample], server.cpuMs() - cpuBefore));
+    const cpuUsed = server.cpuMs() - cpuBefore;
+    const total = Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
+    results.push({
+      scenario,
+      measurement,
+      unexpected: total - (measurement.statuses[String(scenario.expect.status)] ?? 0),
+      cpuUsPerRequest: (cpuUsed * 1000) / total,
+    });
   }
   return results;
 }

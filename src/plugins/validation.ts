@@ -10,7 +10,7 @@ const shared: Options = {
   strict: true,
   // Checking each schema against the JSON Schema meta-schema means compiling that meta-schema, per
   // instance, on every start (~65 ms of a cold start). The build checks the contract's schemas
-  // once instead (scripts/build-contract.ts); strict mode still rejects what ajv cannot compile.
+  // once instead (validateContract in src/contract.ts); strict mode still rejects what ajv cannot compile.
   validateSchema: false,
 };
 
