@@ -2,10 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, {
   type FastifyInstance,
-  type FastifyReply,
   type FastifyRequest,
   type FastifyServerOptions,
-  type onRequestAsyncHookHandler,
+  type onRequestHookHandler,
   type RouteOptions,
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
@@ -15,7 +14,7 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandler, frameworkErrors } from './plugins/errors.js';
+import errors, { clientErrorHandler, frameworkErrors, type RequestHook } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
@@ -58,27 +57,50 @@ function requestId(request: IncomingMessage): string {
   return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
+// The hooks that run on every request are synchronous: one that returns a promise costs a
+// promise and a microtask per request (BENCHMARKS.md).
+
 /** On every response: the request id, and no content sniffing. */
-async function standardHeaders(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+const standardHeaders: onRequestHookHandler = (request, reply, done) => {
   reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
-}
+  done();
+};
 
 /** On API responses: they are per-key and change, so no cache may keep them. */
-async function apiHeaders(_request: FastifyRequest, reply: FastifyReply): Promise<void> {
+const apiHeaders: onRequestHookHandler = (_request, reply, done) => {
   reply.header('cache-control', 'no-store');
+  done();
+};
+
+interface MediaTypeMap {
+  content?: Record<string, { schema?: unknown }>;
+}
+
+/** The schema of a body the contract gives as application/json and nothing else. */
+function onlyJsonSchema(part: unknown): unknown {
+  const content = (part as MediaTypeMap | undefined)?.content;
+  if (content === undefined || Object.keys(content).length !== 1) return undefined;
+  return content['application/json']?.schema;
 }
 
 /**
- * fastify validates a body schema keyed by media type only when the request names that type, so
- * a POST with no body or no Content-Type would reach the handler unvalidated. Every body here is
- * JSON (other types are a 415 before validation), so validate whatever arrives against the JSON
- * schema: a missing body is then a 400 like any other invalid one.
+ * The glue keys body schemas by media type. Every body here, request or response, is JSON only,
+ * so they are keyed by the body (and the status) alone:
+ * - fastify validates a request body keyed by media type only when the request names that type,
+ *   so a POST with no body or no Content-Type would reach the handler unvalidated. Other types are
+ *   a 415 before validation, so whatever arrives is validated as JSON: a missing body is a 400.
+ * - fastify finds a response serializer keyed by media type by parsing the reply's Content-Type,
+ *   on every response.
  */
-function validateEveryBodyAsJson(route: RouteOptions): void {
-  const body = route.schema?.body as { content?: Record<string, { schema?: unknown }> } | undefined;
-  const json = body?.content?.['application/json']?.schema;
-  if (route.schema !== undefined && json !== undefined && Object.keys(body?.content ?? {}).length === 1) {
-    route.schema.body = json;
+function keyJsonSchemasByBody(route: RouteOptions): void {
+  const { schema } = route;
+  if (schema === undefined) return;
+  const body = onlyJsonSchema(schema.body);
+  if (body !== undefined) schema.body = body;
+  const responses = (schema.response ?? {}) as Record<string, unknown>;
+  for (const [status, response] of Object.entries(responses)) {
+    const json = onlyJsonSchema(response);
+    if (json !== undefined) responses[status] = json;
   }
 }
 
@@ -98,7 +120,7 @@ export async function buildApp({
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
-  const operationHooks = new Map<string, onRequestAsyncHookHandler[]>();
+  const operationHooks = new Map<string, RequestHook[]>();
   const hooksFor = (request: FastifyRequest) => {
     const operation = paths.match(request.url)?.operations.get(request.method);
     const hooks = operation === undefined ? [] : (operationHooks.get(operation.operationId) ?? []);
@@ -147,7 +169,7 @@ export async function buildApp({
   await usePrecompiledMetaSchema();
   await app.register(async (api) => {
     api.addHook('onRequest', apiHeaders);
-    api.addHook('onRoute', validateEveryBodyAsJson);
+    api.addHook('onRoute', keyJsonSchemasByBody);
     await api.register(openapiGlue, {
       specification: contract.dereferenced,
       prefix: contract.basePath,
@@ -159,7 +181,7 @@ export async function buildApp({
           throw new Error(`No handler for operation ${operationId}`);
         }
         const handler = handlers[operationId as keyof typeof handlers];
-        const onRequest: onRequestAsyncHookHandler[] = [];
+        const onRequest: RequestHook[] = [];
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) {
           onRequest.push(authenticate);

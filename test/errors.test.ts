@@ -140,6 +140,7 @@ t.test('an undecodable URL on a secured operation still needs a key first', asyn
   t.equal(keyed.json<ErrorBody>().message, 'params/petId is not correctly percent-encoded, or is too long');
   t.ok(keyed.headers['x-request-id'], 'with the usual headers');
   t.equal(keyed.headers['cache-control'], 'no-store');
+  t.equal(keyed.headers.deprecation, '@1795305600', "and the operation's own");
 });
 
 t.test('a missing or repeated Host, or a repeated single-value header, is a 400 Error body', async (t) => {
@@ -153,20 +154,40 @@ t.test('a missing or repeated Host, or a repeated single-value header, is a 400 
       'two Authorizations',
       `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: ${api.auth.authorization}\r\nAuthorization: x\r\n`,
     ],
+    [
+      'two Content-Types, spelled differently',
+      `GET /v1/pets HTTP/1.1\r\nHost: a\r\nCONTENT-TYPE: application/json\r\nAuthorization: ${api.auth.authorization}\r\ncontent-type: text/plain\r\n`,
+    ],
+    [
+      'two Idempotency-Keys',
+      `GET /v1/pets HTTP/1.1\r\nHost: a\r\nIdempotency-Key: k1\r\nAuthorization: ${api.auth.authorization}\r\nidempotency-key: k2\r\n`,
+    ],
   ];
-  for (const [what, head] of cases) {
-    const raw = await new Promise<string>((resolve, reject) => {
+  const send = (head: string) =>
+    new Promise<string>((resolve, reject) => {
       const socket = connect(Number(port), '127.0.0.1', () => socket.write(`${head}Connection: close\r\n\r\n`));
       let received = '';
       socket.on('data', (chunk) => (received += chunk.toString()));
       socket.on('end', () => resolve(received));
       socket.on('error', reject);
     });
-    const response = parseRawResponse(raw);
+  for (const [what, head] of cases) {
+    const response = parseRawResponse(await send(head));
     assertConforms('GET', '/v1/pets', response);
     t.equal(response.statusCode, 400, what);
     t.equal(response.json<ErrorBody>().code, 'invalid_request', what);
   }
+
+  // Headers that may repeat pass, among them ones as long as a single-value name (Date as Host,
+  // Accept-Language as Idempotency-Key).
+  const repeatable = parseRawResponse(
+    await send(
+      `GET /v1/pets HTTP/1.1\r\nHost: a\r\nDate: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+        'date: y\r\nAccept-Language: en\r\naccept-language: fr\r\nAccept: */*\r\nAccept: application/json\r\n',
+    ),
+  );
+  assertConforms('GET', '/v1/pets', repeatable);
+  t.equal(repeatable.statusCode, 200, 'headers that may repeat');
 });
 
 t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz reports it', async (t) => {

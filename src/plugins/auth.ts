@@ -19,6 +19,14 @@ function unauthorized(message: string, tokenSent: boolean): ApiError {
   return new ApiError(401, 'unauthorized', message, { 'www-authenticate': challenge });
 }
 
+/** The token of `Authorization: Bearer <token>`, or the 401 for a header that is missing or not that. */
+function bearerToken(header: string | undefined): string | ApiError {
+  if (header === undefined || header === '') {
+    return unauthorized('Missing API key: send Authorization: Bearer <key>', false);
+  }
+  return BEARER.exec(header)?.[1] ?? unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
+}
+
 /**
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
@@ -28,20 +36,14 @@ export function bearerAuth(
   /** Told of each failure; may answer with another error (a 429 for too many failures). */
   onFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>,
 ): onRequestAsyncHookHandler {
-  async function identify(request: FastifyRequest): Promise<Principal | ApiError> {
-    const header = request.headers.authorization;
-    if (header === undefined || header === '') {
-      return unauthorized('Missing API key: send Authorization: Bearer <key>', false);
-    }
-    const token = BEARER.exec(header)?.[1];
-    if (token === undefined) return unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
-    const principal = isWellFormedKey(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
-    return principal ?? unauthorized('Invalid or revoked API key', true);
-  }
-
   return async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const identity = await identify(request);
-    if (identity instanceof ApiError) throw (await onFailure(request, reply)) ?? identity;
-    request.principal = identity;
+    const token = bearerToken(request.headers.authorization);
+    const principal =
+      typeof token === 'string' && isWellFormedKey(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
+    if (principal === undefined) {
+      const failure = typeof token === 'string' ? unauthorized('Invalid or revoked API key', true) : token;
+      throw (await onFailure(request, reply)) ?? failure;
+    }
+    request.principal = principal;
   };
 }

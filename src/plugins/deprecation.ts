@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { onRequestHookHandler } from 'fastify';
 
 /** When getPet was deprecated (RFC 9745 structured date: 2026-11-22) and when it goes away (RFC 8594). */
 const DEPRECATED_AT = '@1795305600';
@@ -9,8 +9,9 @@ export function deprecationHeaders(successorPath: string): Record<string, string
 }
 
 /** Marks every response of a deprecated operation, errors included (it runs before auth). */
-export function markDeprecated(headers: Record<string, string>): onRequestAsyncHookHandler {
-  return async function addDeprecationHeaders(_request: FastifyRequest, reply: FastifyReply) {
+export function markDeprecated(headers: Record<string, string>): onRequestHookHandler {
+  return function addDeprecationHeaders(_request, reply, done) {
     reply.headers(headers);
+    done();
   };
 }

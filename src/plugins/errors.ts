@@ -1,5 +1,12 @@
 import type { Socket } from 'node:net';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  onRequestAsyncHookHandler,
+  onRequestHookHandler,
+} from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
 import type { PathTable } from '../path-table.js';
@@ -62,20 +69,35 @@ function send(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
-type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+/** An `onRequest` hook in either of fastify's styles: calling `done`, or returning a promise. */
+export type RequestHook = onRequestHookHandler | onRequestAsyncHookHandler;
+
+/** Runs a hook outside fastify's hook runner, as that runner would. */
+function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (error?: Error) => {
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    // Either style: a callback hook answers through `done`, an async one with the promise it returns.
+    const invoke = hook as (this: unknown, ...args: unknown[]) => unknown;
+    const result = invoke.call(request.server, request, reply, done);
+    if (result instanceof Promise) result.then(() => resolve(), reject);
+  });
+}
 
 /**
  * Answers a URL the router cannot decode (bad percent-encoding, a parameter over its length
  * limit). No route runs for it, so it first goes through the hooks of the operation it names, if
  * any (`hooksFor`): authentication still comes before the 400, and the headers are the same.
  */
-export function frameworkErrors(paths: PathTable, hooksFor: (request: FastifyRequest) => Hook[]) {
+export function frameworkErrors(paths: PathTable, hooksFor: (request: FastifyRequest) => RequestHook[]) {
   return (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
     const parameters = paths.match(request.url)?.parameters ?? [];
     const what = parameters.length === 0 ? 'The URL' : parameters.map((name) => `params/${name}`).join(' or ');
     const answer = new ApiError(400, 'invalid_request', `${what} is not correctly percent-encoded, or is too long`);
     const runHooks = async () => {
-      for (const hook of hooksFor(request)) await hook(request, reply);
+      for (const hook of hooksFor(request)) await runHook(hook, request, reply);
     };
     runHooks().then(
       () => send(reply, answer),
@@ -131,8 +153,8 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
   // Decided in onRequest, before any body is read: a body sent to a wrong path or method is not
   // parsed, so it cannot turn the 404 or 405 into a 400 or 413.
   app.setNotFoundHandler((request, reply) => send(reply, unroutable(request, options.paths)));
-  app.addHook('onRequest', async (request) => {
-    if (request.is404) throw unroutable(request, options.paths);
+  app.addHook('onRequest', (request, _reply, done) => {
+    done(request.is404 ? unroutable(request, options.paths) : undefined);
   });
 }
 

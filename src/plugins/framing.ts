@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 
@@ -6,35 +6,46 @@ import { ApiError } from '../errors.js';
  * Headers a request may carry once. Node keeps the first of a repeated one and drops the rest,
  * so a request like `Host: a` + `Host: b` would mean different things to a proxy and to us.
  */
-const SINGLE_VALUE_HEADERS = new Set(['host', 'authorization', 'content-type', 'content-length', 'idempotency-key']);
+const SINGLE_VALUE_HEADERS = ['host', 'authorization', 'content-type', 'content-length', 'idempotency-key'];
+/** By length, since that tells them apart: most headers are passed over without lower-casing. */
+const SINGLE_VALUE_BY_LENGTH = new Map(
+  SINGLE_VALUE_HEADERS.map((name, index) => [name.length, { name, bit: 1 << index }]),
+);
 
-function repeatedHeader(request: FastifyRequest): string | undefined {
-  const { rawHeaders } = request.raw;
-  const seen = new Set<string>();
+/** The first single-value header the request repeats. Runs on every request, so it allocates nothing. */
+function repeatedHeader(rawHeaders: readonly string[]): string | undefined {
+  let seen = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]?.toLowerCase() ?? '';
-    if (!SINGLE_VALUE_HEADERS.has(name)) continue;
-    if (seen.has(name)) return name;
-    seen.add(name);
+    const raw = rawHeaders[i] ?? '';
+    const candidate = SINGLE_VALUE_BY_LENGTH.get(raw.length);
+    if (candidate === undefined) continue;
+    if (raw.toLowerCase() !== candidate.name) continue;
+    if ((seen & candidate.bit) !== 0) return candidate.name;
+    seen |= candidate.bit;
   }
   return undefined;
 }
 
+/** Why the request's framing is ambiguous (RFC 9112 3.2: no Host, or more than one), if it is. */
+function framingProblem(request: FastifyRequest): ApiError | undefined {
+  if (request.headers.host === undefined && request.raw.httpVersion !== '1.0') {
+    return new ApiError(400, 'invalid_request', 'The Host header is required');
+  }
+  const repeated = repeatedHeader(request.raw.rawHeaders);
+  return repeated === undefined
+    ? undefined
+    : new ApiError(400, 'invalid_request', `The ${repeated} header may be sent only once`);
+}
+
+/** Synchronous: a hook that returns a promise costs one, and a microtask, on every request. */
+const rejectAmbiguousFraming: onRequestHookHandler = (request, _reply, done) => done(framingProblem(request));
+
 /**
- * Rejects requests whose HTTP framing is ambiguous, with the Error body (RFC 9112 3.2: a request
- * without Host, or with more than one, is a 400). Node's own check for Host answers with an empty
- * body, so it is turned off (`requireHostHeader: false`) in favour of this one.
+ * Rejects requests whose HTTP framing is ambiguous, with the Error body. Node's own check for Host
+ * answers with an empty body, so it is turned off (`requireHostHeader: false`) in favour of this one.
  */
 async function framingPlugin(app: FastifyInstance): Promise<void> {
-  app.addHook('onRequest', async (request) => {
-    if (request.headers.host === undefined && request.raw.httpVersion !== '1.0') {
-      throw new ApiError(400, 'invalid_request', 'The Host header is required');
-    }
-    const repeated = repeatedHeader(request);
-    if (repeated !== undefined) {
-      throw new ApiError(400, 'invalid_request', `The ${repeated} header may be sent only once`);
-    }
-  });
+  app.addHook('onRequest', rejectAmbiguousFraming);
 }
 
 export default fp(framingPlugin, { name: 'framing' });
