@@ -153,7 +153,7 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
   // Decided in onRequest, before any body is read: a body sent to a wrong path or method is not
   // parsed, so it cannot turn the 404 or 405 into a 400 or 413.
   app.setNotFoundHandler((request, reply) => send(reply, unroutable(request, options.paths)));
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', function rejectUnroutable(request, _reply, done) {
     done(request.is404 ? unroutable(request, options.paths) : undefined);
   });
 }

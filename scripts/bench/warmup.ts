@@ -1,0 +1,98 @@
+/**
+ * `node dist/scripts/bench/warmup.js [scenario]`: how each server's cost per request settles after
+ * it starts. Each life is one fresh start, then back-to-back slices of one scenario (default
+ * get-one) with no warm-up; CPU time per response is printed per slice, as the median over lives
+ * and the median of the within-pair ratios project/baseline. This is what chose the benchmark's
+ * warm-up (BENCHMARKS.md). Settings: WARMUP_LIVES (pairs, 4), WARMUP_SLICES (8), WARMUP_SLICE (s, 3),
+ * BENCH_CONNECTIONS.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeConnections } from './http.js';
+import { applyLoad } from './load.js';
+import { prepareTable, withServer } from './measure.js';
+import { median } from './report.js';
+import { loadRequest, selectScenarios } from './scenarios.js';
+import { SERVER_KINDS, type ServerKind } from './server-process.js';
+import { benchSettings, SMALL_TABLE } from './settings.js';
+
+interface Slice {
+  rps: number;
+  cpuUsPerRequest: number;
+}
+
+const count = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const lives = count('WARMUP_LIVES', 4);
+const slices = count('WARMUP_SLICES', 8);
+const sliceSeconds = count('WARMUP_SLICE', 3);
+const { connections } = benchSettings();
+const [scenario] = selectScenarios([process.argv[2] ?? 'get-one']);
+if (scenario === undefined) throw new Error('no scenario');
+const dir = mkdtempSync(join(tmpdir(), 'petstore-warmup-'));
+
+const log = (message: string) => process.stderr.write(`[warmup] ${message}\n`);
+
+try {
+  const prepared = await prepareTable(dir, SMALL_TABLE);
+  const curves: Record<ServerKind, Slice[][]> = { project: [], baseline: [] };
+  for (let life = 0; life < lives; life += 1) {
+    // Alternate which server goes first, as the benchmark does.
+    const order = life % 2 === 0 ? SERVER_KINDS : [...SERVER_KINDS].reverse();
+    for (const kind of order) {
+      const curve = await withServer(kind, prepared, dir, async (server) => {
+        const measured: Slice[] = [];
+        for (let slice = 0; slice < slices; slice += 1) {
+          const cpuBefore = server.cpuMs();
+          const { rps, statuses } = await applyLoad({
+            origin: server.origin,
+            requests: [loadRequest(scenario, prepared.context)],
+            seconds: sliceSeconds,
+            connections,
+          });
+          const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
+          measured.push({ rps, cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / responses });
+        }
+        return measured;
+      });
+      curves[kind].push(curve);
+      log(
+        `${kind} life ${life + 1}/${lives}: ${curve.map((slice) => slice.cpuUsPerRequest.toFixed(0)).join(' ')} us/req`,
+      );
+    }
+  }
+
+  const rows = [`${scenario.name}: CPU us per response after start (median of ${lives} lives per server)`];
+  rows.push('seconds   project  baseline  x CPU  project req/s  baseline req/s');
+  for (let slice = 0; slice < slices; slice += 1) {
+    const at = (kind: ServerKind, pick: (s: Slice) => number) =>
+      curves[kind].map((curve) => pick(curve[slice] as Slice));
+    const ratio = median(
+      at('project', (s) => s.cpuUsPerRequest).map(
+        (cpu, life) => cpu / (at('baseline', (s) => s.cpuUsPerRequest)[life] ?? NaN),
+      ),
+    );
+    rows.push(
+      [
+        `${slice * sliceSeconds}-${(slice + 1) * sliceSeconds}`.padEnd(8),
+        median(at('project', (s) => s.cpuUsPerRequest))
+          .toFixed(0)
+          .padStart(8),
+        median(at('baseline', (s) => s.cpuUsPerRequest))
+          .toFixed(0)
+          .padStart(9),
+        `${ratio.toFixed(2)}x`.padStart(6),
+        median(at('project', (s) => s.rps))
+          .toFixed(0)
+          .padStart(14),
+        median(at('baseline', (s) => s.rps))
+          .toFixed(0)
+          .padStart(15),
+      ].join(' '),
+    );
+  }
+  process.stdout.write(`${rows.join('\n')}\n`);
+} finally {
+  closeConnections();
+  rmSync(dir, { recursive: true, force: true });
+}
