@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { Pet } from '../src/storage/types.js';
+import type { Pet, Storage } from '../src/storage/types.js';
 import { listen, startApi } from './helpers/api.js';
 
 t.test('createPet returns 201, the Pet with status defaulted, and its Location', async (t) => {
@@ -142,4 +142,40 @@ t.test('ids are never reused after a restart', async (t) => {
   t.same(listed.json(), [before], 'the data survives the restart');
   const after = await second.createPet({ name: 'second', categoryId: 1 });
   t.ok(after.id > before.id);
+});
+
+t.test("responses carry the contract's fields only, whatever else the storage returns", async (t) => {
+  // A backend whose rows carry more than the contract (a PostgreSQL view, a column added later).
+  const withInternals = <T extends object>(pet: T) => ({ ...pet, ownerEmail: 'a@example.com', deletedAt: null });
+  const api = await startApi(t, {
+    storageSeenByServer: (storage): Storage => ({
+      ...storage,
+      pets: {
+        ...storage.pets,
+        get: async (id) => {
+          const pet = await storage.pets.get(id);
+          return pet && withInternals(pet);
+        },
+        list: async (query) => {
+          const page = await storage.pets.list(query);
+          return { ...page, pets: page.pets.map(withInternals) };
+        },
+        create: async (pet, claim) => {
+          const created = await storage.pets.create(pet, claim);
+          return created.outcome === 'conflict' ? created : { ...created, pet: withInternals(created.pet) };
+        },
+      },
+    }),
+  });
+  const fields = ['categoryId', 'id', 'name', 'status'];
+  const created = await api.createPet({ name: 'Rex', categoryId: 1 });
+  t.strictSame(Object.keys(created).sort(), fields, 'createPet');
+  const fetched = await api.request({ method: 'GET', url: `/v1/pets/${created.id}`, headers: api.auth });
+  t.strictSame(Object.keys(fetched.json<Pet>()).sort(), fields, 'getPet');
+  const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.strictSame(
+    listed.json<Pet[]>().map((pet) => Object.keys(pet).sort()),
+    [fields],
+    'listPets',
+  );
 });

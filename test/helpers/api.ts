@@ -60,6 +60,8 @@ export interface StartOptions {
   connections?: ConnectionLimits;
   /** The clock idempotency keys expire by. */
   now?: () => number;
+  /** What the server sees of the real storage (e.g. a backend returning more than the contract's fields). */
+  storageSeenByServer?: (storage: Storage) => Storage;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -69,7 +71,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const { key } = await issueKey(storage.accounts, account.id);
   const app = await buildApp({
     contract,
-    storage,
+    storage: options.storageSeenByServer?.(storage) ?? storage,
     logger: false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),
