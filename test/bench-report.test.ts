@@ -35,6 +35,11 @@ t.test('ratios are the median of the ratios within each round, so a slow round m
   ]);
   t.equal(row?.rpsRatio, 1, 'median of 1.00, 0.60 and 1.08 (medians alone would give 700 / 1000)');
   t.equal(row?.p99Ratio, 1, 'median of 1.0, 2.0 and 0.8');
+  t.same(row?.rpsRatioRange, [0.6, 700 / 650], 'and how far single rounds strayed');
+  t.match(
+    formatReport(row === undefined ? [] : [row], [life(450)], undefined, []),
+    /list-20 +project .* 1\.00x +0\.60-1\.08 /,
+  );
   t.equal(row?.project.rps, 700, 'the table shows each server’s own median');
   t.equal(row?.baseline.rps, 1000);
 });

@@ -54,6 +54,8 @@ export interface SummaryRow {
   rpsRatio: number;
   p99Ratio: number;
   cpuRatio: number;
+  /** The lowest and highest throughput ratio of a round: how far one round's pair can be trusted. */
+  rpsRatioRange: [number, number];
 }
 
 export interface TargetCheck {
@@ -95,15 +97,15 @@ function mediansOf(runs: ScenarioRun[]): Medians {
   };
 }
 
-/** The median over rounds of project / baseline, each ratio taken within one round. */
-function pairedRatio(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number {
+/** project / baseline in each round (both servers ran seconds apart), round by round. */
+function pairedRatios(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number[] {
   const ratios = [...new Set(runs.map((run) => run.round))].map((round) => {
     const [project, baseline] = (['project', 'baseline'] as const).map((server) =>
       runs.find((run) => run.round === round && run.server === server),
     );
     return project === undefined || baseline === undefined ? Number.NaN : pick(project) / pick(baseline);
   });
-  return median(ratios.filter((ratio) => !Number.isNaN(ratio)));
+  return ratios.filter((ratio) => !Number.isNaN(ratio));
 }
 
 export function summarise(runs: ScenarioRun[]): SummaryRow[] {
@@ -111,20 +113,23 @@ export function summarise(runs: ScenarioRun[]): SummaryRow[] {
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
+    const rpsRatios = pairedRatios(mine, (run) => run.measurement.rps);
     return {
       table,
       scenario,
       project: mediansOf(mine.filter((run) => run.server === 'project')),
       baseline: mediansOf(mine.filter((run) => run.server === 'baseline')),
-      rpsRatio: pairedRatio(mine, (run) => run.measurement.rps),
-      p99Ratio: pairedRatio(mine, (run) => run.measurement.p99Ms),
-      cpuRatio: pairedRatio(mine, (run) => run.cpuUsPerRequest),
+      rpsRatio: median(rpsRatios),
+      p99Ratio: median(pairedRatios(mine, (run) => run.measurement.p99Ms)),
+      cpuRatio: median(pairedRatios(mine, (run) => run.cpuUsPerRequest)),
+      rpsRatioRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
     };
   });
 }
 
 const ratio = (value: number) => `${value.toFixed(2)}x`;
 const ms = (value: number) => value.toFixed(2);
+const spread = ([low, high]: [number, number]) => `${low.toFixed(2)}-${high.toFixed(2)}`;
 const count = (value: number) => Math.round(value).toLocaleString('en-US');
 
 export function checkTargets(rows: SummaryRow[], lives: ServerLife[], soak: Soak | undefined): TargetCheck[] {
@@ -234,6 +239,7 @@ export function formatReport(
       'errors',
       'non-2xx',
       'x req/s',
+      'rounds',
       'x p99',
       'x CPU',
     ],
@@ -241,7 +247,9 @@ export function formatReport(
       (['project', 'baseline'] as const).map((server) => {
         const m = row[server];
         const ratios =
-          server === 'project' ? [ratio(row.rpsRatio), ratio(row.p99Ratio), ratio(row.cpuRatio)] : ['', '', ''];
+          server === 'project'
+            ? [ratio(row.rpsRatio), spread(row.rpsRatioRange), ratio(row.p99Ratio), ratio(row.cpuRatio)]
+            : ['', '', '', ''];
         const name = server === 'project' ? [row.table, row.scenario] : ['', ''];
         return [
           ...name,
@@ -289,7 +297,7 @@ export function formatReport(
     ...legend,
     '',
     'Medians over rounds; x = project / baseline, the median of the ratios within each round (CPU: server CPU time per',
-    'response); errors and non-2xx are totals.',
+    'response); rounds = the lowest and highest x req/s of a single round; errors and non-2xx are totals.',
     scenarios,
     '',
     servers,
