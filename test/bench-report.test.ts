@@ -12,6 +12,8 @@ function run(server: ScenarioRun['server'], round: number, rps: number, p99Ms: n
     scenario: 'list-20',
     unexpected: 0,
     cpuUsPerRequest: 1_000_000 / rps,
+    // Warm-up: the project pays 20% more per response in round 1, then the same.
+    warmupCpuUsPerRequest: (server === 'project' && round === 1 ? 1_200_000 : 1_000_000) / rps,
     measurement: { rps, p50Ms: p99Ms / 2, p99Ms, errors: 0, non2xx: 0, statuses: { '200': rps } },
   };
 }
@@ -36,6 +38,8 @@ t.test('ratios are the median of the ratios within each round, so a slow round m
   t.equal(row?.rpsRatio, 1, 'median of 1.00, 0.60 and 1.08 (medians alone would give 700 / 1000)');
   t.equal(row?.p99Ratio, 1, 'median of 1.0, 2.0 and 0.8');
   t.same(row?.rpsRatioRange, [0.6, 700 / 650], 'and how far single rounds strayed');
+  t.equal(row?.cpuRatio, 1, 'CPU per response: median of 1.00, 1.67 and 0.93');
+  t.equal(row?.warmupCpuRatio, 1.2, 'the warm-up separately: median of 1.20, 1.67 and 0.93');
   t.match(
     formatReport(row === undefined ? [] : [row], [life(450)], undefined, []),
     /list-20 +project .* 1\.00x +0\.60-1\.08 /,

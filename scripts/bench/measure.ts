@@ -12,6 +12,8 @@ export interface ScenarioMeasurement {
   unexpected: number;
   /** Server CPU time (user + system) per response, in microseconds: what a request costs. */
   cpuUsPerRequest: number;
+  /** The same over the warm-up, from the server's start: what a request costs before V8 has optimised. */
+  warmupCpuUsPerRequest: number;
 }
 
 export interface PreparedTable {
@@ -61,6 +63,13 @@ export function mixedLoad(
   });
 }
 
+const responses = (measurement: Measurement) => Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
+
+/** Server CPU time per response, in microseconds. */
+function cpuPerResponse(cpuMs: number, measurement: Measurement): number {
+  return (cpuMs * 1000) / responses(measurement);
+}
+
 /** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
 export async function measureScenarios(
   server: RunningServer,
@@ -68,7 +77,12 @@ export async function measureScenarios(
   table: TableContext,
   { seconds, warmupSeconds, connections }: BenchSettings,
 ): Promise<ScenarioMeasurement[]> {
-  if (warmupSeconds > 0) await mixedLoad(server, scenarios, table, warmupSeconds, connections);
+  let warmupCpuUsPerRequest = Number.NaN;
+  if (warmupSeconds > 0) {
+    const cpuBefore = server.cpuMs();
+    const warmup = await mixedLoad(server, scenarios, table, warmupSeconds, connections);
+    warmupCpuUsPerRequest = cpuPerResponse(server.cpuMs() - cpuBefore, warmup);
+  }
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
     const cpuBefore = server.cpuMs();
@@ -78,13 +92,12 @@ export async function measureScenarios(
       seconds,
       connections,
     });
-    const cpuUsed = server.cpuMs() - cpuBefore;
-    const total = Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
     results.push({
       scenario,
       measurement,
-      unexpected: total - (measurement.statuses[String(scenario.expect.status)] ?? 0),
-      cpuUsPerRequest: (cpuUsed * 1000) / total,
+      unexpected: responses(measurement) - (measurement.statuses[String(scenario.expect.status)] ?? 0),
+      cpuUsPerRequest: cpuPerResponse(server.cpuMs() - cpuBefore, measurement),
+      warmupCpuUsPerRequest,
     });
   }
   return results;

@@ -36,6 +36,7 @@ interface Medians {
   p50Ms: number;
   p99Ms: number;
   cpuUsPerRequest: number;
+  warmupCpuUsPerRequest: number;
   errors: number;
   non2xx: number;
   unexpected: number;
@@ -54,6 +55,8 @@ export interface SummaryRow {
   rpsRatio: number;
   p99Ratio: number;
   cpuRatio: number;
+  /** CPU per response over the warm-up after each start (not a target: how much longer one server takes to warm up). */
+  warmupCpuRatio: number;
   /** The lowest and highest throughput ratio of a round: how far one round's pair can be trusted. */
   rpsRatioRange: [number, number];
 }
@@ -91,6 +94,7 @@ function mediansOf(runs: ScenarioRun[]): Medians {
     p50Ms: median(runs.map((run) => run.measurement.p50Ms)),
     p99Ms: median(runs.map((run) => run.measurement.p99Ms)),
     cpuUsPerRequest: median(runs.map((run) => run.cpuUsPerRequest)),
+    warmupCpuUsPerRequest: median(runs.map((run) => run.warmupCpuUsPerRequest)),
     errors: sum((run) => run.measurement.errors),
     non2xx: sum((run) => run.measurement.non2xx),
     unexpected: sum((run) => run.unexpected),
@@ -122,12 +126,13 @@ export function summarise(runs: ScenarioRun[]): SummaryRow[] {
       rpsRatio: median(rpsRatios),
       p99Ratio: median(pairedRatios(mine, (run) => run.measurement.p99Ms)),
       cpuRatio: median(pairedRatios(mine, (run) => run.cpuUsPerRequest)),
+      warmupCpuRatio: median(pairedRatios(mine, (run) => run.warmupCpuUsPerRequest)),
       rpsRatioRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
     };
   });
 }
 
-const ratio = (value: number) => `${value.toFixed(2)}x`;
+const ratio = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)}x`);
 const ms = (value: number) => value.toFixed(2);
 const spread = ([low, high]: [number, number]) => `${low.toFixed(2)}-${high.toFixed(2)}`;
 const count = (value: number) => Math.round(value).toLocaleString('en-US');
@@ -242,14 +247,21 @@ export function formatReport(
       'rounds',
       'x p99',
       'x CPU',
+      'x CPU warm-up',
     ],
     rows.flatMap((row) =>
       (['project', 'baseline'] as const).map((server) => {
         const m = row[server];
         const ratios =
           server === 'project'
-            ? [ratio(row.rpsRatio), spread(row.rpsRatioRange), ratio(row.p99Ratio), ratio(row.cpuRatio)]
-            : ['', '', '', ''];
+            ? [
+                ratio(row.rpsRatio),
+                spread(row.rpsRatioRange),
+                ratio(row.p99Ratio),
+                ratio(row.cpuRatio),
+                ratio(row.warmupCpuRatio),
+              ]
+            : ['', '', '', '', ''];
         const name = server === 'project' ? [row.table, row.scenario] : ['', ''];
         return [
           ...name,
@@ -297,7 +309,8 @@ export function formatReport(
     ...legend,
     '',
     'Medians over rounds; x = project / baseline, the median of the ratios within each round (CPU: server CPU time per',
-    'response); rounds = the lowest and highest x req/s of a single round; errors and non-2xx are totals.',
+    'response; warm-up: the same from each start until measuring); rounds = the lowest and highest x req/s of a',
+    'single round; errors and non-2xx are totals.',
     scenarios,
     '',
     servers,

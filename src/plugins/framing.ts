@@ -7,21 +7,27 @@ import { ApiError } from '../errors.js';
  * so a request like `Host: a` + `Host: b` would mean different things to a proxy and to us.
  */
 const SINGLE_VALUE_HEADERS = ['host', 'authorization', 'content-type', 'content-length', 'idempotency-key'];
-/** By length, since that tells them apart: most headers are passed over without lower-casing. */
-const SINGLE_VALUE_BY_LENGTH = new Map(
-  SINGLE_VALUE_HEADERS.map((name, index) => [name.length, { name, bit: 1 << index }]),
-);
 
-/** The first single-value header the request repeats. Runs on every request, so it allocates nothing. */
+/** The names above by length, each with its bit: most headers are passed over without lower-casing. */
+const SINGLE_VALUE_BY_LENGTH = new Map<number, { name: string; bit: number }[]>();
+SINGLE_VALUE_HEADERS.forEach((name, index) => {
+  const sameLength = SINGLE_VALUE_BY_LENGTH.get(name.length) ?? [];
+  SINGLE_VALUE_BY_LENGTH.set(name.length, [...sameLength, { name, bit: 1 << index }]);
+});
+
+/** The first single-value header the request repeats. Runs on every request, so it allocates little. */
 function repeatedHeader(rawHeaders: readonly string[]): string | undefined {
   let seen = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const raw = rawHeaders[i] ?? '';
-    const candidate = SINGLE_VALUE_BY_LENGTH.get(raw.length);
-    if (candidate === undefined) continue;
-    if (raw.toLowerCase() !== candidate.name) continue;
-    if ((seen & candidate.bit) !== 0) return candidate.name;
-    seen |= candidate.bit;
+    const candidates = SINGLE_VALUE_BY_LENGTH.get(raw.length);
+    if (candidates === undefined) continue;
+    const name = raw.toLowerCase();
+    for (const candidate of candidates) {
+      if (candidate.name !== name) continue;
+      if ((seen & candidate.bit) !== 0) return name;
+      seen |= candidate.bit;
+    }
   }
   return undefined;
 }
