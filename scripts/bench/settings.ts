@@ -4,10 +4,7 @@ import { projectRoot } from '../../src/paths.js';
 export interface BenchSettings {
   /** Seconds of load per scenario (BENCH_DURATION, default 6). */
   seconds: number;
-  /**
-   * Seconds of load before measuring, after each server start (BENCH_WARMUP, default 10): until
-   * V8 has optimised both servers' request paths (BENCHMARKS.md, "Warm-up").
-   */
+  /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 3). */
   warmupSeconds: number;
   /** Seconds of mixed load between the two RSS readings; 0 skips the soak (BENCH_SOAK, default 60). */
   soakSeconds: number;
@@ -37,7 +34,7 @@ function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: numb
 export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
   return {
     seconds: whole(env, 'BENCH_DURATION', 6, 1),
-    warmupSeconds: whole(env, 'BENCH_WARMUP', 10, 0),
+    warmupSeconds: whole(env, 'BENCH_WARMUP', 3, 0),
     soakSeconds: whole(env, 'BENCH_SOAK', 60, 0),
     scale: whole(env, 'BENCH_SCALE', 1, 0) > 0,
     rounds: whole(env, 'BENCH_ROUNDS', 5, 1),

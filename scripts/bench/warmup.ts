@@ -22,6 +22,8 @@ interface Slice {
   cpuUsPerRequest: number;
 }
 
+const cpuOf = (slice: Slice) => slice.cpuUsPerRequest;
+const rpsOf = (slice: Slice) => slice.rps;
 const count = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const lives = count('WARMUP_LIVES', 4);
 const slices = count('WARMUP_SLICES', 8);
@@ -67,27 +69,19 @@ try {
   for (let slice = 0; slice < slices; slice += 1) {
     const at = (kind: ServerKind, pick: (s: Slice) => number) =>
       curves[kind].map((curve) => pick(curve[slice] as Slice));
-    const ratio = median(
-      at('project', (s) => s.cpuUsPerRequest).map(
-        (cpu, life) => cpu / (at('baseline', (s) => s.cpuUsPerRequest)[life] ?? NaN),
-      ),
-    );
+    const column = (kind: ServerKind, pick: (s: Slice) => number, width: number) =>
+      median(at(kind, pick)).toFixed(0).padStart(width);
+    const baselineCpu = at('baseline', cpuOf);
+    const ratio = median(at('project', cpuOf).map((value, life) => value / (baselineCpu[life] ?? NaN)));
+    const seconds = `${slice * sliceSeconds}-${(slice + 1) * sliceSeconds}`;
     rows.push(
       [
-        `${slice * sliceSeconds}-${(slice + 1) * sliceSeconds}`.padEnd(8),
-        median(at('project', (s) => s.cpuUsPerRequest))
-          .toFixed(0)
-          .padStart(8),
-        median(at('baseline', (s) => s.cpuUsPerRequest))
-          .toFixed(0)
-          .padStart(9),
+        seconds.padEnd(8),
+        column('project', cpuOf, 8),
+        column('baseline', cpuOf, 9),
         `${ratio.toFixed(2)}x`.padStart(6),
-        median(at('project', (s) => s.rps))
-          .toFixed(0)
-          .padStart(14),
-        median(at('baseline', (s) => s.rps))
-          .toFixed(0)
-          .padStart(15),
+        column('project', rpsOf, 14),
+        column('baseline', rpsOf, 15),
       ].join(' '),
     );
   }
