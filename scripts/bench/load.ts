@@ -6,6 +6,8 @@ export interface LoadOptions {
   requests: autocannon.Request[];
   seconds: number;
   connections: number;
+  /** Requests a second over all connections; unset: as fast as the server answers. */
+  rate?: number;
 }
 
 export interface Measurement {
@@ -30,10 +32,17 @@ function percentile(sorted: Float64Array, fraction: number): number {
  * Runs autocannon for a fixed time. Latencies are kept unrounded from autocannon's response events
  * (its own histogram has a 1 ms resolution, too coarse for a 1.2x comparison of a few ms).
  */
-export function applyLoad({ origin, requests, seconds, connections }: LoadOptions): Promise<Measurement> {
+export function applyLoad({ origin, requests, seconds, connections, rate }: LoadOptions): Promise<Measurement> {
   const latencies: number[] = [];
   return new Promise((resolve, reject) => {
-    const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error: unknown, result) => {
+    const options = {
+      url: origin,
+      requests,
+      duration: seconds,
+      connections,
+      ...(rate === undefined ? {} : { overallRate: rate }),
+    };
+    const instance = autocannon(options, (error: unknown, result) => {
       if (error !== null && error !== undefined) {
         reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
         return;

@@ -1,0 +1,64 @@
+/**
+ * `node dist/scripts/bench/paired.js [scenario]`: CPU per response of both servers at once, each
+ * driven by its own load generator at the same fixed rate (below saturation), so a busy moment on
+ * this shared machine falls on both. Finer than the benchmark's alternating rounds for a cost of a
+ * few microseconds; not a throughput measure. Settings: PAIRED_RATE (req/s per server, 3000),
+ * PAIRED_SECONDS (per repetition, 10), PAIRED_REPS (5). Run without --cpu-prof: under the profiler
+ * the difference it looks for disappeared (BENCHMARKS.md).
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeConnections } from './http.js';
+import { applyLoad, type Measurement } from './load.js';
+import { prepareTable, withServer } from './measure.js';
+import { median } from './report.js';
+import { loadRequest, selectScenarios } from './scenarios.js';
+import type { RunningServer } from './server-process.js';
+import { SMALL_TABLE } from './settings.js';
+
+const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const rate = setting('PAIRED_RATE', 3000);
+const seconds = setting('PAIRED_SECONDS', 10);
+const reps = setting('PAIRED_REPS', 5);
+const [scenario] = selectScenarios([process.argv[2] ?? 'get-one']);
+if (scenario === undefined) throw new Error('no scenario');
+const dir = mkdtempSync(join(tmpdir(), 'petstore-paired-'));
+
+const responses = (measurement: Measurement) => Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
+
+try {
+  const prepared = await prepareTable(dir, SMALL_TABLE);
+  const load = (server: RunningServer) =>
+    applyLoad({
+      origin: server.origin,
+      requests: [loadRequest(scenario, prepared.context)],
+      seconds,
+      connections: 10,
+      rate,
+    });
+  const ratios: number[] = [];
+  // Each server on its own copy of the table, both running throughout.
+  for (const kind of ['project', 'baseline']) mkdirSync(join(dir, kind));
+  await withServer('project', prepared, join(dir, 'project'), (project) =>
+    withServer('baseline', prepared, join(dir, 'baseline'), async (baseline) => {
+      // The first repetition is the warm-up: both servers start cold.
+      for (let rep = 0; rep <= reps; rep += 1) {
+        const before = [project.cpuMs(), baseline.cpuMs()] as const;
+        const [onProject, onBaseline] = await Promise.all([load(project), load(baseline)]);
+        const projectCpu = ((project.cpuMs() - before[0]) * 1000) / responses(onProject);
+        const baselineCpu = ((baseline.cpuMs() - before[1]) * 1000) / responses(onBaseline);
+        const line = `project ${projectCpu.toFixed(1)} us, baseline ${baselineCpu.toFixed(1)} us per response: ${(projectCpu / baselineCpu).toFixed(3)}x`;
+        process.stderr.write(`[paired] ${rep === 0 ? 'warm-up' : `rep ${rep}/${reps}`}: ${line}\n`);
+        if (rep > 0) ratios.push(projectCpu / baselineCpu);
+      }
+    }),
+  );
+  process.stdout.write(
+    `${scenario.name} at ${rate} req/s each: x CPU per response median ${median(ratios).toFixed(3)} ` +
+      `(${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)} over ${reps} repetitions)\n`,
+  );
+} finally {
+  closeConnections();
+  rmSync(dir, { recursive: true, force: true });
+}
