@@ -20,6 +20,8 @@ export interface Measurement {
   non2xx: number;
   /** Responses by HTTP status. */
   statuses: Record<string, number>;
+  /** All responses, whatever their status. */
+  responses: number;
 }
 
 /** The value below which `fraction` of the sorted values lie. */
@@ -58,6 +60,7 @@ export function applyLoad({ origin, requests, seconds, connections, rate }: Load
         errors: result.errors + result.timeouts,
         non2xx: result.non2xx,
         statuses,
+        responses: Object.values(statuses).reduce((sum, n) => sum + n, 0),
       });
     });
     instance.on('response', (_client, _status, _bytes, milliseconds) => latencies.push(milliseconds));

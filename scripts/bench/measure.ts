@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { applyLoad, type Measurement } from './load.js';
+import { applyLoad, type LoadOptions, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, startServer } from './server-process.js';
 import type { BenchSettings } from './settings.js';
@@ -47,6 +47,19 @@ export async function prepareTable(dir: string, count: number): Promise<Prepared
   return { seeded, context: { pets: count, key: seeded.key, deepPath } };
 }
 
+export interface CpuMeasurement {
+  measurement: Measurement;
+  /** Server CPU time (user + system) per response over the load, in microseconds. */
+  cpuUsPerRequest: number;
+}
+
+/** Applies load to one server, and measures the server's CPU time per response meanwhile. */
+export async function loadWithCpu(server: RunningServer, load: Omit<LoadOptions, 'origin'>): Promise<CpuMeasurement> {
+  const cpuBefore = server.cpuMs();
+  const measurement = await applyLoad({ origin: server.origin, ...load });
+  return { measurement, cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / measurement.responses };
+}
+
 /** Every scenario's request in turn on each connection: warm-up and soak load. */
 export function mixedLoad(
   server: RunningServer,
@@ -54,20 +67,12 @@ export function mixedLoad(
   table: TableContext,
   seconds: number,
   connections: number,
-) {
-  return applyLoad({
-    origin: server.origin,
+): Promise<CpuMeasurement> {
+  return loadWithCpu(server, {
     requests: scenarios.map((scenario) => loadRequest(scenario, table)),
     seconds,
     connections,
   });
-}
-
-const responses = (measurement: Measurement) => Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
-
-/** Server CPU time per response, in microseconds. */
-function cpuPerResponse(cpuMs: number, measurement: Measurement): number {
-  return (cpuMs * 1000) / responses(measurement);
 }
 
 /** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
@@ -77,17 +82,10 @@ export async function measureScenarios(
   table: TableContext,
   { seconds, warmupSeconds, connections }: BenchSettings,
 ): Promise<ScenarioMeasurement[]> {
-  let warmupCpuUsPerRequest = Number.NaN;
-  if (warmupSeconds > 0) {
-    const cpuBefore = server.cpuMs();
-    const warmup = await mixedLoad(server, scenarios, table, warmupSeconds, connections);
-    warmupCpuUsPerRequest = cpuPerResponse(server.cpuMs() - cpuBefore, warmup);
-  }
+  const warmup = warmupSeconds > 0 ? await mixedLoad(server, scenarios, table, warmupSeconds, connections) : undefined;
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
-    const cpuBefore = server.cpuMs();
-    const measurement = await applyLoad({
-      origin: server.origin,
+    const { measurement, cpuUsPerRequest } = await loadWithCpu(server, {
       requests: [loadRequest(scenario, table)],
       seconds,
       connections,
@@ -95,9 +93,9 @@ export async function measureScenarios(
     results.push({
       scenario,
       measurement,
-      unexpected: responses(measurement) - (measurement.statuses[String(scenario.expect.status)] ?? 0),
-      cpuUsPerRequest: cpuPerResponse(server.cpuMs() - cpuBefore, measurement),
-      warmupCpuUsPerRequest,
+      unexpected: measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0),
+      cpuUsPerRequest,
+      warmupCpuUsPerRequest: warmup?.cpuUsPerRequest ?? Number.NaN,
     });
   }
   return results;

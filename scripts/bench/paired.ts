@@ -10,44 +10,32 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeConnections } from './http.js';
-import { applyLoad, type Measurement } from './load.js';
-import { prepareTable, withServer } from './measure.js';
+import { loadWithCpu, prepareTable, withServer } from './measure.js';
 import { median } from './report.js';
 import { loadRequest, selectScenarios } from './scenarios.js';
-import type { RunningServer } from './server-process.js';
-import { SMALL_TABLE } from './settings.js';
+import { type RunningServer, SERVER_KINDS } from './server-process.js';
+import { SMALL_TABLE, wholeSetting } from './settings.js';
 
-const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
-const rate = setting('PAIRED_RATE', 3000);
-const seconds = setting('PAIRED_SECONDS', 10);
-const reps = setting('PAIRED_REPS', 5);
+const rate = wholeSetting('PAIRED_RATE', 3000, 1);
+const seconds = wholeSetting('PAIRED_SECONDS', 10, 1);
+const reps = wholeSetting('PAIRED_REPS', 5, 1);
 const [scenario] = selectScenarios([process.argv[2] ?? 'get-one']);
 if (scenario === undefined) throw new Error('no scenario');
 const dir = mkdtempSync(join(tmpdir(), 'petstore-paired-'));
 
-const responses = (measurement: Measurement) => Object.values(measurement.statuses).reduce((sum, n) => sum + n, 0);
-
 try {
   const prepared = await prepareTable(dir, SMALL_TABLE);
   const load = (server: RunningServer) =>
-    applyLoad({
-      origin: server.origin,
-      requests: [loadRequest(scenario, prepared.context)],
-      seconds,
-      connections: 10,
-      rate,
-    });
+    loadWithCpu(server, { requests: [loadRequest(scenario, prepared.context)], seconds, connections: 10, rate });
   const ratios: number[] = [];
   // Each server on its own copy of the table, both running throughout.
-  for (const kind of ['project', 'baseline']) mkdirSync(join(dir, kind));
+  for (const kind of SERVER_KINDS) mkdirSync(join(dir, kind));
   await withServer('project', prepared, join(dir, 'project'), (project) =>
     withServer('baseline', prepared, join(dir, 'baseline'), async (baseline) => {
       // The first repetition is the warm-up: both servers start cold.
       for (let rep = 0; rep <= reps; rep += 1) {
-        const before = [project.cpuMs(), baseline.cpuMs()] as const;
         const [onProject, onBaseline] = await Promise.all([load(project), load(baseline)]);
-        const projectCpu = ((project.cpuMs() - before[0]) * 1000) / responses(onProject);
-        const baselineCpu = ((baseline.cpuMs() - before[1]) * 1000) / responses(onBaseline);
+        const [projectCpu, baselineCpu] = [onProject.cpuUsPerRequest, onBaseline.cpuUsPerRequest];
         const line = `project ${projectCpu.toFixed(1)} us, baseline ${baselineCpu.toFixed(1)} us per response: ${(projectCpu / baselineCpu).toFixed(3)}x`;
         process.stderr.write(`[paired] ${rep === 0 ? 'warm-up' : `rep ${rep}/${reps}`}: ${line}\n`);
         if (rep > 0) ratios.push(projectCpu / baselineCpu);

@@ -22,7 +22,13 @@ export const SMALL_TABLE = 10_000;
 export const LARGE_TABLE = 1_000_000;
 export const RESULTS_DIR = join(projectRoot, 'bench-results');
 
-function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+/** A whole-number setting from the environment, or its default; anything else is an error that names it. */
+export function wholeSetting(
+  name: string,
+  fallback: number,
+  min: number,
+  env: NodeJS.ProcessEnv = process.env,
+): number {
   const value = env[name];
   if (value === undefined || value === '') return fallback;
   if (!/^[0-9]+$/.test(value) || Number(value) < min) {
@@ -33,12 +39,12 @@ function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: numb
 
 export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
   return {
-    seconds: whole(env, 'BENCH_DURATION', 6, 1),
-    warmupSeconds: whole(env, 'BENCH_WARMUP', 3, 0),
-    soakSeconds: whole(env, 'BENCH_SOAK', 60, 0),
-    scale: whole(env, 'BENCH_SCALE', 1, 0) > 0,
-    rounds: whole(env, 'BENCH_ROUNDS', 5, 1),
-    connections: whole(env, 'BENCH_CONNECTIONS', 50, 1),
+    seconds: wholeSetting('BENCH_DURATION', 6, 1, env),
+    warmupSeconds: wholeSetting('BENCH_WARMUP', 3, 0, env),
+    soakSeconds: wholeSetting('BENCH_SOAK', 60, 0, env),
+    scale: wholeSetting('BENCH_SCALE', 1, 0, env) > 0,
+    rounds: wholeSetting('BENCH_ROUNDS', 5, 1, env),
+    connections: wholeSetting('BENCH_CONNECTIONS', 50, 1, env),
     scenarios: env.BENCH_SCENARIOS ? env.BENCH_SCENARIOS.split(',').map((name) => name.trim()) : undefined,
   };
 }

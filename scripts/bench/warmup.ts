@@ -2,20 +2,18 @@
  * `node dist/scripts/bench/warmup.js [scenario]`: how each server's cost per request settles after
  * it starts. Each life is one fresh start, then back-to-back slices of one scenario (default
  * get-one) with no warm-up; CPU time per response is printed per slice, as the median over lives
- * and the median of the within-pair ratios project/baseline. This is what chose the benchmark's
- * warm-up (BENCHMARKS.md). Settings: WARMUP_LIVES (pairs, 4), WARMUP_SLICES (8), WARMUP_SLICE (s, 3),
+ * and the median of the within-pair ratios project/baseline (BENCHMARKS.md, "Warm-up"). Settings: WARMUP_LIVES (pairs, 4), WARMUP_SLICES (8), WARMUP_SLICE (s, 3),
  * BENCH_CONNECTIONS.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeConnections } from './http.js';
-import { applyLoad } from './load.js';
-import { prepareTable, withServer } from './measure.js';
+import { loadWithCpu, prepareTable, withServer } from './measure.js';
 import { median } from './report.js';
 import { loadRequest, selectScenarios } from './scenarios.js';
 import { SERVER_KINDS, type ServerKind } from './server-process.js';
-import { benchSettings, SMALL_TABLE } from './settings.js';
+import { benchSettings, SMALL_TABLE, wholeSetting } from './settings.js';
 
 interface Slice {
   rps: number;
@@ -24,10 +22,9 @@ interface Slice {
 
 const cpuOf = (slice: Slice) => slice.cpuUsPerRequest;
 const rpsOf = (slice: Slice) => slice.rps;
-const count = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
-const lives = count('WARMUP_LIVES', 4);
-const slices = count('WARMUP_SLICES', 8);
-const sliceSeconds = count('WARMUP_SLICE', 3);
+const lives = wholeSetting('WARMUP_LIVES', 4, 1);
+const slices = wholeSetting('WARMUP_SLICES', 8, 1);
+const sliceSeconds = wholeSetting('WARMUP_SLICE', 3, 1);
 const { connections } = benchSettings();
 const [scenario] = selectScenarios([process.argv[2] ?? 'get-one']);
 if (scenario === undefined) throw new Error('no scenario');
@@ -45,15 +42,12 @@ try {
       const curve = await withServer(kind, prepared, dir, async (server) => {
         const measured: Slice[] = [];
         for (let slice = 0; slice < slices; slice += 1) {
-          const cpuBefore = server.cpuMs();
-          const { rps, statuses } = await applyLoad({
-            origin: server.origin,
+          const { measurement, cpuUsPerRequest } = await loadWithCpu(server, {
             requests: [loadRequest(scenario, prepared.context)],
             seconds: sliceSeconds,
             connections,
           });
-          const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
-          measured.push({ rps, cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / responses });
+          measured.push({ rps: measurement.rps, cpuUsPerRequest });
         }
         return measured;
       });
