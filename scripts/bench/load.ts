@@ -8,6 +8,8 @@ export interface LoadOptions {
   connections: number;
   /** Requests a second over all connections; unset: as fast as the server answers. */
   rate?: number;
+  /** Also collects every response's latency (ms) here, to summarise several loads as one. */
+  latencies?: number[];
 }
 
 export interface Measurement {
@@ -22,6 +24,8 @@ export interface Measurement {
   statuses: Record<string, number>;
   /** All responses, whatever their status. */
   responses: number;
+  /** How long the load ran. */
+  seconds: number;
 }
 
 /** The value below which `fraction` of the sorted values lie. */
@@ -30,12 +34,43 @@ function percentile(sorted: Float64Array, fraction: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? Number.NaN;
 }
 
+function latencyPercentiles(latencies: readonly number[]): Pick<Measurement, 'p50Ms' | 'p99Ms'> {
+  const sorted = Float64Array.from(latencies).sort();
+  return { p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) };
+}
+
+/** Several loads of the same requests on the same server as one measurement; `latencies` holds all of theirs. */
+export function combineLoads(parts: readonly Measurement[], latencies: readonly number[]): Measurement {
+  const sum = (of: (part: Measurement) => number) => parts.reduce((total, part) => total + of(part), 0);
+  const statuses: Record<string, number> = {};
+  for (const part of parts) {
+    for (const [status, count] of Object.entries(part.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
+  }
+  const seconds = sum((part) => part.seconds);
+  return {
+    rps: seconds > 0 ? latencies.length / seconds : 0,
+    ...latencyPercentiles(latencies),
+    errors: sum((part) => part.errors),
+    non2xx: sum((part) => part.non2xx),
+    statuses,
+    responses: sum((part) => part.responses),
+    seconds,
+  };
+}
+
 /**
  * Runs autocannon for a fixed time. Latencies are kept unrounded from autocannon's response events
  * (its own histogram has a 1 ms resolution, too coarse for a 1.2x comparison of a few ms).
  */
-export function applyLoad({ origin, requests, seconds, connections, rate }: LoadOptions): Promise<Measurement> {
-  const latencies: number[] = [];
+export function applyLoad({
+  origin,
+  requests,
+  seconds,
+  connections,
+  rate,
+  latencies = [],
+}: LoadOptions): Promise<Measurement> {
+  const start = latencies.length;
   return new Promise((resolve, reject) => {
     const options = {
       url: origin,
@@ -49,18 +84,18 @@ export function applyLoad({ origin, requests, seconds, connections, rate }: Load
         reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
         return;
       }
-      const sorted = Float64Array.from(latencies).sort();
+      const own = latencies.slice(start);
       const statuses = Object.fromEntries(
         Object.entries(result.statusCodeStats ?? {}).map(([status, { count = 0 }]) => [status, count]),
       );
       resolve({
-        rps: latencies.length / result.duration,
-        p50Ms: percentile(sorted, 0.5),
-        p99Ms: percentile(sorted, 0.99),
+        rps: own.length / result.duration,
+        ...latencyPercentiles(own),
         errors: result.errors + result.timeouts,
         non2xx: result.non2xx,
         statuses,
         responses: Object.values(statuses).reduce((sum, n) => sum + n, 0),
+        seconds: result.duration,
       });
     });
     instance.on('response', (_client, _status, _bytes, milliseconds) => latencies.push(milliseconds));

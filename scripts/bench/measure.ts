@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { applyLoad, type LoadOptions, type Measurement } from './load.js';
+import { applyLoad, combineLoads, type LoadOptions, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, startServer } from './server-process.js';
 import type { BenchSettings } from './settings.js';
@@ -53,6 +53,20 @@ export interface CpuMeasurement {
   cpuUsPerRequest: number;
 }
 
+function scenarioMeasurement(
+  scenario: Scenario,
+  { measurement, cpuUsPerRequest }: CpuMeasurement,
+  warmup: CpuMeasurement | undefined,
+): ScenarioMeasurement {
+  return {
+    scenario,
+    measurement,
+    unexpected: measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0),
+    cpuUsPerRequest,
+    warmupCpuUsPerRequest: warmup?.cpuUsPerRequest ?? Number.NaN,
+  };
+}
+
 /** Applies load to one server, and measures the server's CPU time per response meanwhile. */
 export async function loadWithCpu(server: RunningServer, load: Omit<LoadOptions, 'origin'>): Promise<CpuMeasurement> {
   const cpuBefore = server.cpuMs();
@@ -85,18 +99,47 @@ export async function measureScenarios(
   const warmup = warmupSeconds > 0 ? await mixedLoad(server, scenarios, table, warmupSeconds, connections) : undefined;
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
-    const { measurement, cpuUsPerRequest } = await loadWithCpu(server, {
-      requests: [loadRequest(scenario, table)],
-      seconds,
-      connections,
-    });
-    results.push({
-      scenario,
-      measurement,
-      unexpected: measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0),
-      cpuUsPerRequest,
-      warmupCpuUsPerRequest: warmup?.cpuUsPerRequest ?? Number.NaN,
-    });
+    const load = await loadWithCpu(server, { requests: [loadRequest(scenario, table)], seconds, connections });
+    results.push(scenarioMeasurement(scenario, load, warmup));
   }
   return results;
+}
+
+/**
+ * One scenario on several running servers, each warmed up first, then loaded in turn for
+ * `sliceSeconds` at a time until each has had `seconds`: a busy minute of this shared machine falls
+ * on all of them alike, where whole runs a few seconds apart can differ by 20% (BENCHMARKS.md).
+ * A server waits idle while another is loaded. Results are in the order of `servers`.
+ */
+export async function measureInTurns(
+  servers: readonly RunningServer[],
+  scenario: Scenario,
+  table: TableContext,
+  { seconds, sliceSeconds, warmupSeconds, connections }: BenchSettings,
+): Promise<ScenarioMeasurement[]> {
+  const warmups: (CpuMeasurement | undefined)[] = [];
+  for (const server of servers) {
+    warmups.push(
+      warmupSeconds > 0 ? await mixedLoad(server, [scenario], table, warmupSeconds, connections) : undefined,
+    );
+  }
+  const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[], cpuMs: 0 }));
+  for (let done = 0; done < seconds; done += sliceSeconds) {
+    const slice = Math.min(sliceSeconds, seconds - done);
+    for (const [index, server] of servers.entries()) {
+      const turn = turns[index];
+      if (turn === undefined) continue;
+      const cpuBefore = server.cpuMs();
+      const requests = [loadRequest(scenario, table)];
+      turn.parts.push(
+        await applyLoad({ origin: server.origin, requests, seconds: slice, connections, latencies: turn.latencies }),
+      );
+      turn.cpuMs += server.cpuMs() - cpuBefore;
+    }
+  }
+  return turns.map((turn, index) => {
+    const measurement = combineLoads(turn.parts, turn.latencies);
+    const load = { measurement, cpuUsPerRequest: (turn.cpuMs * 1000) / measurement.responses };
+    return scenarioMeasurement(scenario, load, warmups[index]);
+  });
 }

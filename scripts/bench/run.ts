@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the project against a hand-written baseline (see baseline.ts), same scenarios,
- * same store, one server at a time, interleaved by round. Prints a report with PASS/FAIL per
+ * same store, both servers running and loaded in turn. Prints a report with PASS/FAIL per
  * target and writes it as JSON to bench-results/latest.json. Always exits 0 once measured: it is a
  * report, not a test. Settings: see settings.ts (BENCH_DURATION, BENCH_SOAK, BENCH_SCALE, ...).
  */
@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeConnections } from './http.js';
-import { measureScenarios, mixedLoad, type PreparedTable, prepareTable, withServer } from './measure.js';
+import { measureInTurns, mixedLoad, type PreparedTable, prepareTable, withServer } from './measure.js';
 import {
   checkTargets,
   type BenchResults,
@@ -58,9 +58,9 @@ async function verifyEquivalence(prepared: PreparedTable, chosen: Scenario[]): P
 }
 
 /**
- * Each measurement gets its own server life (fresh database copy, start, warm-up, one scenario),
- * alternating project and baseline, so the two see the same background load within seconds; the
- * ratio is taken within each round (report.ts).
+ * Every round and scenario gets fresh server lives (a database copy each, start, warm-up), both
+ * servers running at once and loaded in turn a second at a time (measureInTurns), so they see the
+ * same background load; the ratio is taken within each round (report.ts).
  */
 async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTable> {
   const table = label(count);
@@ -68,19 +68,24 @@ async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTa
   const prepared = await prepareTable(dir, count);
   await verifyEquivalence(prepared, chosen);
   log(`${table}: both servers answer ${chosen.length} scenarios alike (status and body shape)`);
+  for (const kind of SERVER_KINDS) mkdirSync(join(dir, kind), { recursive: true });
   for (let round = 1; round <= settings.rounds; round += 1) {
     log(`${table} round ${round}/${settings.rounds}: ${chosen.length} scenarios x 2 servers x ${settings.seconds} s`);
     // Alternate which server goes first, so a slow drift of the machine favours neither.
-    const order = round % 2 === 1 ? SERVER_KINDS : [...SERVER_KINDS].reverse();
+    const [first, second] = round % 2 === 1 ? SERVER_KINDS : [...SERVER_KINDS].reverse();
+    if (first === undefined || second === undefined) throw new Error('two servers are compared');
     for (const scenario of chosen) {
-      for (const kind of order) {
-        await withServer(kind, prepared, dir, async (server) => {
-          for (const result of await measureScenarios(server, [scenario], prepared.context, settings)) {
-            runs.push({ ...result, table, round, server: kind, scenario: scenario.name });
+      await withServer(first, prepared, join(dir, first), (one) =>
+        withServer(second, prepared, join(dir, second), async (other) => {
+          const results = await measureInTurns([one, other], scenario, prepared.context, settings);
+          for (const [index, server] of [one, other].entries()) {
+            const result = results[index];
+            if (result !== undefined)
+              runs.push({ ...result, table, round, server: server.kind, scenario: scenario.name });
+            recordLife(table, server);
           }
-          recordLife(table, server);
-        });
-      }
+        }),
+      );
     }
   }
   return prepared;

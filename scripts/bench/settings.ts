@@ -2,8 +2,10 @@ import { join } from 'node:path';
 import { projectRoot } from '../../src/paths.js';
 
 export interface BenchSettings {
-  /** Seconds of load per scenario (BENCH_DURATION, default 6). */
+  /** Seconds of load per scenario and server in a round (BENCH_DURATION, default 6). */
   seconds: number;
+  /** The servers are loaded in turn, this many seconds at a time (BENCH_SLICE, default 1). */
+  sliceSeconds: number;
   /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 3). */
   warmupSeconds: number;
   /** Seconds of mixed load between the two RSS readings; 0 skips the soak (BENCH_SOAK, default 60). */
@@ -40,6 +42,7 @@ export function wholeSetting(
 export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
   return {
     seconds: wholeSetting('BENCH_DURATION', 6, 1, env),
+    sliceSeconds: wholeSetting('BENCH_SLICE', 1, 1, env),
     warmupSeconds: wholeSetting('BENCH_WARMUP', 3, 0, env),
     soakSeconds: wholeSetting('BENCH_SOAK', 60, 0, env),
     scale: wholeSetting('BENCH_SCALE', 1, 0, env) > 0,
