@@ -14,7 +14,16 @@ function run(server: ScenarioRun['server'], round: number, rps: number, p99Ms: n
     cpuUsPerRequest: 1_000_000 / rps,
     // Warm-up: the project pays 20% more per response in round 1, then the same.
     warmupCpuUsPerRequest: (server === 'project' && round === 1 ? 1_200_000 : 1_000_000) / rps,
-    measurement: { rps, p50Ms: p99Ms / 2, p99Ms, errors: 0, non2xx: 0, statuses: { '200': rps }, responses: rps, seconds: 1 },
+    measurement: {
+      rps,
+      p50Ms: p99Ms / 2,
+      p99Ms,
+      errors: 0,
+      non2xx: 0,
+      statuses: { '200': rps },
+      responses: rps,
+      seconds: 1,
+    },
   };
 }
 
