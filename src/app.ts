@@ -162,6 +162,8 @@ export async function buildApp({
   const handlers = serviceHandlers(storage, contract.basePath);
   const limits = await rateLimits(app, rateLimit);
   const authenticate = bearerAuth(storage.accounts, limits.authFailure);
+  // Declared up front, so a request has the same shape before and after authentication sets it.
+  app.decorateRequest('principal', undefined);
   const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
 
