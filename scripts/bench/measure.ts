@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad, combineLoads, type LoadOptions, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, startServer } from './server-process.js';
@@ -15,6 +16,9 @@ export interface ScenarioMeasurement {
   /** The same over the warm-up, from the server's start: what a request costs before V8 has optimised. */
   warmupCpuUsPerRequest: number;
 }
+
+/** Long enough for a server to finish what its last turn left (in-flight responses, closing sockets). */
+const SETTLE_MS = 200;
 
 export interface PreparedTable {
   seeded: SeededTable;
@@ -123,23 +127,26 @@ export async function measureInTurns(
       warmupSeconds > 0 ? await mixedLoad(server, [scenario], table, warmupSeconds, connections) : undefined,
     );
   }
-  const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[], cpuMs: 0 }));
+  const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[] }));
+  // CPU from before the first turn to after the last: a server's work left over when its turn ends
+  // (closing connections, garbage collection) is its own, though it runs in the other's turn.
+  const cpuBefore = servers.map((server) => server.cpuMs());
   for (let done = 0; done < seconds; done += sliceSeconds) {
     const slice = Math.min(sliceSeconds, seconds - done);
     for (const [index, server] of servers.entries()) {
       const turn = turns[index];
       if (turn === undefined) continue;
-      const cpuBefore = server.cpuMs();
       const requests = [loadRequest(scenario, table)];
       turn.parts.push(
         await applyLoad({ origin: server.origin, requests, seconds: slice, connections, latencies: turn.latencies }),
       );
-      turn.cpuMs += server.cpuMs() - cpuBefore;
     }
   }
+  await sleep(SETTLE_MS);
+  const cpuMs = servers.map((server, index) => server.cpuMs() - (cpuBefore[index] ?? 0));
   return turns.map((turn, index) => {
     const measurement = combineLoads(turn.parts, turn.latencies);
-    const load = { measurement, cpuUsPerRequest: (turn.cpuMs * 1000) / measurement.responses };
+    const load = { measurement, cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses };
     return scenarioMeasurement(scenario, load, warmups[index]);
   });
 }

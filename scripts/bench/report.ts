@@ -49,7 +49,7 @@ export interface SummaryRow {
   baseline: Medians;
   /**
    * project / baseline, each the median over rounds of the ratio within a round (the two servers
-   * ran seconds apart), so a slow minute of a shared machine moves both sides of one ratio:
+   * were loaded in turn, a second at a time), so a slow minute of a shared machine moves both sides of one ratio:
    * throughput (higher is better), p99 and CPU per request (lower is better).
    */
   rpsRatio: number;
@@ -101,7 +101,7 @@ function mediansOf(runs: ScenarioRun[]): Medians {
   };
 }
 
-/** project / baseline in each round (both servers ran seconds apart), round by round. */
+/** project / baseline in each round (both servers were loaded in turn), round by round. */
 function pairedRatios(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number[] {
   const ratios = [...new Set(runs.map((run) => run.round))].map((round) => {
     const [project, baseline] = (['project', 'baseline'] as const).map((server) =>

@@ -112,8 +112,10 @@ export async function startServer(
       () => undefined,
     );
     if (status === 200) startupMs = performance.now() - spawnedAt;
-    else if (status !== undefined) throw new Error(`${kind} server answered ${status} to an authenticated request`);
-    else await sleep(POLL_INTERVAL_MS);
+    else if (status !== undefined) {
+      child.kill('SIGKILL');
+      throw new Error(`${kind} server answered ${status} to an authenticated request`);
+    } else await sleep(POLL_INTERVAL_MS);
   }
 
   return {

@@ -12,7 +12,7 @@ export interface BenchSettings {
   soakSeconds: number;
   /** Also measure list and get on a 1,000,000-pet table (BENCH_SCALE, 0 skips; default 1). */
   scale: boolean;
-  /** Times each server runs every scenario, interleaved project, baseline (BENCH_ROUNDS, default 5). */
+  /** Times each scenario is measured on both servers, which goes first alternating (BENCH_ROUNDS, default 5). */
   rounds: number;
   /** Concurrent connections of the load generator (BENCH_CONNECTIONS, default 50). */
   connections: number;
