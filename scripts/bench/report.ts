@@ -49,8 +49,8 @@ export interface SummaryRow {
   baseline: Medians;
   /**
    * project / baseline, each the median over rounds of the ratio within a round (the two servers
-   * were loaded in turn, a second at a time), so a slow minute of a shared machine moves both sides of one ratio:
-   * throughput (higher is better), p99 and CPU per request (lower is better).
+   * were loaded in turn, a second at a time), so a slow minute of a shared machine moves both sides
+   * of one ratio: throughput (higher is better), p99 and CPU per request (lower is better).
    */
   rpsRatio: number;
   p99Ratio: number;
