@@ -46,6 +46,13 @@ t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"
   await expectUnauthorized(
     t,
     api,
+    { authorization: `Bearer ${api.key.slice(0, -1)}.` },
+    INVALID_TOKEN,
+    'a key with a character no key has',
+  );
+  await expectUnauthorized(
+    t,
+    api,
     { authorization: `Bearer ${api.key}x` },
     INVALID_TOKEN,
     'key with an extra character',

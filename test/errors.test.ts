@@ -159,6 +159,10 @@ t.test('a missing or repeated Host, or a repeated single-value header, is a 400 
       `GET /v1/pets HTTP/1.1\r\nHost: a\r\nCONTENT-TYPE: application/json\r\nAuthorization: ${api.auth.authorization}\r\ncontent-type: text/plain\r\n`,
     ],
     [
+      'two Hosts and a header Node leaves out of request.headers',
+      `GET /v1/pets HTTP/1.1\r\nHost: a\r\n__proto__: x\r\nHost: b\r\nAuthorization: ${api.auth.authorization}\r\n`,
+    ],
+    [
       'two Idempotency-Keys',
       `GET /v1/pets HTTP/1.1\r\nHost: a\r\nIdempotency-Key: k1\r\nAuthorization: ${api.auth.authorization}\r\nidempotency-key: k2\r\n`,
     ],
@@ -179,11 +183,12 @@ t.test('a missing or repeated Host, or a repeated single-value header, is a 400 
   }
 
   // Headers that may repeat pass, among them ones as long as a single-value name (Date as Host,
-  // Accept-Language as Idempotency-Key).
+  // Accept-Language as Idempotency-Key), and one Node leaves out of `request.headers` (__proto__).
   const repeatable = parseRawResponse(
     await send(
       `GET /v1/pets HTTP/1.1\r\nHost: a\r\nDate: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
-        'date: y\r\nAccept-Language: en\r\naccept-language: fr\r\nAccept: */*\r\nAccept: application/json\r\n',
+        'date: y\r\nAccept-Language: en\r\naccept-language: fr\r\nAccept: */*\r\nAccept: application/json\r\n' +
+        '__proto__: x\r\n',
     ),
   );
   assertConforms('GET', '/v1/pets', repeatable);

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import { hashKey, isWellFormedKey } from '../auth/api-keys.js';
+import { hashKey, hasKeyShape } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
 import type { AccountRepository, Principal } from '../storage/types.js';
 
@@ -39,7 +39,7 @@ export function bearerAuth(
   return async function authenticate(request: FastifyRequest, reply: FastifyReply) {
     const token = bearerToken(request.headers.authorization);
     const principal =
-      typeof token === 'string' && isWellFormedKey(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
+      typeof token === 'string' && hasKeyShape(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
     if (principal === undefined) {
       const failure = typeof token === 'string' ? unauthorized('Invalid or revoked API key', true) : token;
       throw (await onFailure(request, reply)) ?? failure;

@@ -37,7 +37,11 @@ function framingProblem(request: FastifyRequest): ApiError | undefined {
   if (request.headers.host === undefined && request.raw.httpVersion !== '1.0') {
     return new ApiError(400, 'invalid_request', 'The Host header is required');
   }
-  const repeated = repeatedHeader(request.raw.rawHeaders);
+  // Node folds a repeated header into one entry of `headers`: with one entry per raw name-value
+  // pair, no name came twice, and the scan below can be skipped.
+  const { headers, rawHeaders } = request.raw;
+  if (Object.keys(headers).length * 2 === rawHeaders.length) return undefined;
+  const repeated = repeatedHeader(rawHeaders);
   return repeated === undefined
     ? undefined
     : new ApiError(400, 'invalid_request', `The ${repeated} header may be sent only once`);
