@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad, combineLoads, type LoadOptions, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
-import { type RunningServer, type ServerKind, startServer } from './server-process.js';
+import { type RunningServer, type ServerKind, type StartOptions, startServer } from './server-process.js';
 import type { BenchSettings } from './settings.js';
 import { freshCopy, type SeededTable, seedTable } from './table.js';
 
@@ -31,10 +31,10 @@ export async function withServer<T>(
   { seeded }: Pick<PreparedTable, 'seeded'>,
   dir: string,
   use: (server: RunningServer) => Promise<T>,
-  nodeFlags: string[] = [],
+  start: Omit<StartOptions, 'databaseFile' | 'key'> = {},
 ): Promise<T> {
   const databaseFile = freshCopy(seeded, join(dir, 'run.db'));
-  const server = await startServer(kind, { databaseFile, key: seeded.key, nodeFlags });
+  const server = await startServer(kind, { databaseFile, key: seeded.key, ...start });
   try {
     return await use(server);
   } finally {

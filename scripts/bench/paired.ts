@@ -49,8 +49,10 @@ try {
     prepared,
     join(dir, 'project'),
     (project) =>
-      withServer('baseline', prepared, join(dir, 'baseline'), (baseline) => compare(project, baseline), baselineFlags),
-    projectFlags,
+      withServer('baseline', prepared, join(dir, 'baseline'), (baseline) => compare(project, baseline), {
+        nodeFlags: baselineFlags,
+      }),
+    { nodeFlags: projectFlags },
   );
   process.stdout.write(
     `${scenario.name} at ${rate} req/s each: x CPU per response median ${median(ratios).toFixed(3)} ` +

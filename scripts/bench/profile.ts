@@ -38,7 +38,7 @@ try {
           .map(({ scenario, measurement }) => `${scenario.name} ${Math.round(measurement.rps)} req/s`)
           .join(', ');
       },
-      flags,
+      { nodeFlags: flags },
     );
     const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'));
     if (file === undefined) throw new Error(`${kind} wrote no profile in ${profileDir}`);

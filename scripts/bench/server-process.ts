@@ -23,6 +23,10 @@ export interface StartOptions {
   key: string;
   /** Extra node flags, e.g. --cpu-prof. */
   nodeFlags?: string[];
+  /** A command to run node under, with its options (e.g. valgrind's). */
+  launcher?: string[];
+  /** How long the server may take to its first 200 (default 20 s). */
+  startupLimitMs?: number;
 }
 
 export interface Memory {
@@ -34,6 +38,7 @@ export interface Memory {
 
 export interface RunningServer {
   kind: ServerKind;
+  pid: number;
   origin: string;
   /** From spawning the process to the first 200 on an authenticated request. */
   startupMs: number;
@@ -75,12 +80,16 @@ function cpuMsOf(pid: number): number {
  */
 export async function startServer(
   kind: ServerKind,
-  { databaseFile, key, nodeFlags = [] }: StartOptions,
+  { databaseFile, key, nodeFlags = [], launcher = [], startupLimitMs = STARTUP_LIMIT_MS }: StartOptions,
 ): Promise<RunningServer> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, [...nodeFlags, ENTRY[kind]], {
+  const nodeArgs = [...nodeFlags, ENTRY[kind]];
+  const [launcherCommand, ...launcherArgs] = launcher;
+  const command = launcherCommand ?? process.execPath;
+  const args = launcherCommand === undefined ? nodeArgs : [...launcherArgs, process.execPath, ...nodeArgs];
+  const child = spawn(command, args, {
     env: {
       ...process.env,
       NODE_ENV: 'production',
@@ -103,9 +112,9 @@ export async function startServer(
   let startupMs: number | undefined;
   while (startupMs === undefined) {
     if (child.exitCode !== null) throw new Error(`${kind} server exited while starting: ${stderr}`);
-    if (performance.now() - spawnedAt > STARTUP_LIMIT_MS) {
+    if (performance.now() - spawnedAt > startupLimitMs) {
       child.kill('SIGKILL');
-      throw new Error(`${kind} server gave no 200 within ${STARTUP_LIMIT_MS} ms: ${stderr}`);
+      throw new Error(`${kind} server gave no 200 within ${startupLimitMs} ms: ${stderr}`);
     }
     const status = await send(origin, probe, true).then(
       (response) => response.status,
@@ -120,6 +129,7 @@ export async function startServer(
 
   return {
     kind,
+    pid,
     origin,
     startupMs,
     memory: () => memoryOf(pid),

@@ -1,0 +1,134 @@
+/**
+ * `node dist/scripts/bench/instructions.js [scenario]`: machine instructions per response of each
+ * server, counted by valgrind's callgrind (`apt-get install -y valgrind`). A count, not a time: it
+ * does not move with the machine's other tenants, so differences of 1% that the benchmark's rounds
+ * cannot resolve show, and show by function. Each server runs under callgrind with counting off
+ * through INSTRUCTIONS_WARMUP seconds of the scenario (60), then counts over INSTRUCTIONS_WINDOW
+ * seconds more (20). Prints instructions per response and the functions whose count differs most
+ * between the servers (JavaScript named through `node --perf-basic-prof`).
+ *
+ * Under valgrind a server runs about 50 times slower, and V8's background compilation and its inline
+ * caches settle at other moments than at full speed: compare the named functions, and read the
+ * `V8 runtime` line before the total (BENCHMARKS.md, "Instructions per response").
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { callgrindPid, parsePerfMap, selfInstructions } from './callgrind.js';
+import { closeConnections } from './http.js';
+import { applyLoad } from './load.js';
+import { type PreparedTable, prepareTable, withServer } from './measure.js';
+import { loadRequest, type Scenario, selectScenarios } from './scenarios.js';
+import type { ServerKind } from './server-process.js';
+import { SMALL_TABLE, wholeSetting } from './settings.js';
+
+const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60, 1);
+const windowSeconds = wholeSetting('INSTRUCTIONS_WINDOW', 20, 1);
+const shown = wholeSetting('INSTRUCTIONS_TOP', 25, 1);
+const CONNECTIONS = 10;
+/**
+ * V8 adding properties in its runtime instead of in optimised code: where Node's own
+ * `process.nextTick` can be left for a process's life (BENCHMARKS.md, "Instructions per response").
+ */
+const V8_RUNTIME =
+  /Runtime_DefineKeyedOwnPropertyInLiteral|JSObject::MigrateToMap|TransitionToDataProperty|TransitionAndWriteDataProperty|FeedbackNexus::|UpdateDescriptorForValue|Object::AddDataProperty|DefineOwnPropertyIgnoreAttributes/;
+
+const [chosen] = selectScenarios([process.argv[2] ?? 'get-one']);
+if (chosen === undefined) throw new Error('no scenario');
+const scenario: Scenario = chosen;
+if (spawnSync('valgrind', ['--version']).status !== 0) {
+  throw new Error('instructions.js needs valgrind: apt-get install -y valgrind');
+}
+
+/**
+ * Tells callgrind in a server to start counting (`-i on`) or to write what it counted (`-d`). vgdb
+ * finds the process by a pipe named after $HOST, which startServer sets to 127.0.0.1 for the server.
+ */
+function callgrindControl(pid: number, ...command: string[]): void {
+  const result = spawnSync('callgrind_control', [...command, String(pid)], {
+    env: { ...process.env, HOST: '127.0.0.1' },
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) throw new Error(`callgrind_control ${command.join(' ')} failed: ${result.stderr}`);
+}
+
+interface Count {
+  responses: number;
+  byFunction: Map<string, number>;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'petstore-instructions-'));
+
+async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> {
+  const serverDir = join(dir, kind);
+  mkdirSync(serverDir);
+  const output = join(serverDir, 'callgrind.out');
+  const launcher = [
+    'valgrind',
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    `--callgrind-out-file=${output}`,
+    // V8 writes and rewrites machine code; valgrind must notice.
+    '--smc-check=all-non-file',
+  ];
+  const requests = [loadRequest(scenario, prepared.context)];
+  const { responses, pid } = await withServer(
+    kind,
+    prepared,
+    serverDir,
+    async (server) => {
+      await applyLoad({ origin: server.origin, requests, seconds: warmupSeconds, connections: CONNECTIONS });
+      callgrindControl(server.pid, '-i', 'on');
+      const window = await applyLoad({
+        origin: server.origin,
+        requests,
+        seconds: windowSeconds,
+        connections: CONNECTIONS,
+      });
+      callgrindControl(server.pid, '-d');
+      return { responses: window.responses, pid: server.pid };
+    },
+    { launcher, nodeFlags: ['--perf-basic-prof'], startupLimitMs: 180_000 },
+  );
+  // The first dump is <file>.1; the file itself is what was counted between the dump and the exit.
+  const text = readFileSync(`${output}.1`, 'utf8');
+  if (callgrindPid(text) !== pid) throw new Error(`${output}.1 is not from the server's process ${pid}`);
+  const perfMap = `/tmp/perf-${pid}.map`;
+  const jit = parsePerfMap(readFileSync(perfMap, 'utf8'));
+  rmSync(perfMap, { force: true });
+  return { responses, byFunction: selfInstructions(text, jit) };
+}
+
+const perResponse = ({ responses, byFunction }: Count, name: string) => (byFunction.get(name) ?? 0) / responses;
+const total = (counted: Count) => [...counted.byFunction.values()].reduce((sum, n) => sum + n, 0) / counted.responses;
+const runtime = (counted: Count) =>
+  [...counted.byFunction].filter(([name]) => V8_RUNTIME.test(name)).reduce((sum, [, n]) => sum + n, 0) /
+  counted.responses;
+const number = (value: number) => Math.round(value).toLocaleString('en-US').padStart(9);
+
+try {
+  const prepared = await prepareTable(dir, SMALL_TABLE);
+  const project = await count('project', prepared);
+  const baseline = await count('baseline', prepared);
+  const lines = [
+    `${scenario.name}: instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
+    `  ${'project'.padStart(9)} ${'baseline'.padStart(9)}`,
+    `  ${number(total(project))} ${number(total(baseline))}  total (${(total(project) / total(baseline)).toFixed(3)}x; ${project.responses} and ${baseline.responses} responses)`,
+    `  ${number(runtime(project))} ${number(runtime(baseline))}  of which V8 runtime object-literal slow path`,
+    `  ${number(total(project) - runtime(project))} ${number(total(baseline) - runtime(baseline))}  total without it (${((total(project) - runtime(project)) / (total(baseline) - runtime(baseline))).toFixed(3)}x)`,
+    `functions that differ most (project, baseline, difference):`,
+  ];
+  const names = new Set([...project.byFunction.keys(), ...baseline.byFunction.keys()]);
+  const differences = [...names]
+    .map((name) => ({ name, project: perResponse(project, name), baseline: perResponse(baseline, name) }))
+    .sort((a, b) => Math.abs(b.project - b.baseline) - Math.abs(a.project - a.baseline))
+    .slice(0, shown);
+  for (const { name, project: inProject, baseline: inBaseline } of differences) {
+    lines.push(`  ${number(inProject)} ${number(inBaseline)} ${number(inProject - inBaseline)}  ${name.slice(0, 110)}`);
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+} finally {
+  closeConnections();
+  rmSync(dir, { recursive: true, force: true });
+}
