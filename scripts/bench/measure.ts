@@ -93,40 +93,57 @@ export function mixedLoad(
   });
 }
 
+/**
+ * Warms each server up in turn (the others idle) with every scenario's request mixed, so its JIT and
+ * caches reach the state a long-running server works in before anything is measured. Results are in
+ * the order of `servers`; undefined where the warm-up is off.
+ */
+export async function warmUp(
+  servers: readonly RunningServer[],
+  scenarios: readonly Scenario[],
+  table: TableContext,
+  { warmupSeconds, connections }: BenchSettings,
+): Promise<(CpuMeasurement | undefined)[]> {
+  const warmups: (CpuMeasurement | undefined)[] = [];
+  for (const server of servers) {
+    warmups.push(warmupSeconds > 0 ? await mixedLoad(server, scenarios, table, warmupSeconds, connections) : undefined);
+  }
+  return warmups;
+}
+
 /** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
 export async function measureScenarios(
   server: RunningServer,
   scenarios: readonly Scenario[],
   table: TableContext,
-  { seconds, warmupSeconds, connections }: BenchSettings,
+  settings: BenchSettings,
 ): Promise<ScenarioMeasurement[]> {
-  const warmup = warmupSeconds > 0 ? await mixedLoad(server, scenarios, table, warmupSeconds, connections) : undefined;
+  const [warmup] = await warmUp([server], scenarios, table, settings);
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
-    const load = await loadWithCpu(server, { requests: [loadRequest(scenario, table)], seconds, connections });
+    const load = await loadWithCpu(server, {
+      requests: [loadRequest(scenario, table)],
+      seconds: settings.seconds,
+      connections: settings.connections,
+    });
     results.push(scenarioMeasurement(scenario, load, warmup));
   }
   return results;
 }
 
 /**
- * One scenario on several running servers, each warmed up first, then loaded in turn for
- * `sliceSeconds` at a time until each has had `seconds`: a busy minute of this shared machine falls
- * on all of them alike, where whole runs a few seconds apart can differ by 20% (BENCHMARKS.md).
- * A server waits idle while another is loaded. Results are in the order of `servers`.
+ * One scenario on several running servers (warmed up: see warmUp, whose results `warmups` are),
+ * loaded in turn for `sliceSeconds` at a time until each has had `seconds`: a busy minute of this
+ * shared machine falls on all of them alike, where whole runs a few seconds apart can differ by 20%
+ * (BENCHMARKS.md). A server waits idle while another is loaded. Results are in the order of `servers`.
  */
 export async function measureInTurns(
   servers: readonly RunningServer[],
   scenario: Scenario,
   table: TableContext,
-  { seconds, sliceSeconds, warmupSeconds, connections }: BenchSettings,
+  { seconds, sliceSeconds, connections }: BenchSettings,
+  warmups: readonly (CpuMeasurement | undefined)[],
 ): Promise<ScenarioMeasurement[]> {
-  const warmups: (CpuMeasurement | undefined)[] = [];
-  for (const server of servers) {
-    warmups.push(
-      warmupSeconds > 0 ? await mixedLoad(server, [scenario], table, warmupSeconds, connections) : undefined,
-    );
-  }
   const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[] }));
   // CPU from before the first turn to after the last: a server's work left over when its turn ends
   // (closing connections, garbage collection) is its own, though it runs in the other's turn.

@@ -150,10 +150,11 @@ export async function probe(origin: string, scenario: Scenario, table: TableCont
 /** The scenarios named (all when none are), failing on an unknown name. */
 export function selectScenarios(names: string[] | undefined): Scenario[] {
   if (names === undefined) return [...SCENARIOS];
-  return names.map((name) => {
-    const scenario = SCENARIOS.find((candidate) => candidate.name === name);
-    if (scenario === undefined)
+  for (const name of names) {
+    if (!SCENARIOS.some((candidate) => candidate.name === name))
       throw new Error(`No scenario ${name}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
-    return scenario;
-  });
+  }
+  // In SCENARIOS' order, whatever the order named: a server runs them all, and create (which
+  // writes) comes after the scenarios that read.
+  return SCENARIOS.filter((scenario) => names.includes(scenario.name));
 }

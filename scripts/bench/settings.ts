@@ -6,7 +6,10 @@ export interface BenchSettings {
   seconds: number;
   /** The servers are loaded in turn, this many seconds at a time (BENCH_SLICE, default 1). */
   sliceSeconds: number;
-  /** Seconds of load before measuring, after each server start (BENCH_WARMUP, default 3). */
+  /**
+   * Seconds of mixed load on each server after its start, before its first measurement
+   * (BENCH_WARMUP, default 20): throughput is a long-running server's (BENCHMARKS.md, "Warm-up").
+   */
   warmupSeconds: number;
   /** Seconds of mixed load between the two RSS readings; 0 skips the soak (BENCH_SOAK, default 60). */
   soakSeconds: number;
@@ -43,7 +46,7 @@ export function benchSettings(env: NodeJS.ProcessEnv = process.env): BenchSettin
   return {
     seconds: wholeSetting('BENCH_DURATION', 6, 1, env),
     sliceSeconds: wholeSetting('BENCH_SLICE', 1, 1, env),
-    warmupSeconds: wholeSetting('BENCH_WARMUP', 3, 0, env),
+    warmupSeconds: wholeSetting('BENCH_WARMUP', 20, 0, env),
     soakSeconds: wholeSetting('BENCH_SOAK', 60, 0, env),
     scale: wholeSetting('BENCH_SCALE', 1, 0, env) > 0,
     rounds: wholeSetting('BENCH_ROUNDS', 5, 1, env),
