@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type autocannon from 'autocannon';
 import { applyLoad, combineLoads, type LoadOptions, type Measurement } from './load.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, type StartOptions, startServer } from './server-process.js';
@@ -13,7 +14,7 @@ export interface ScenarioMeasurement {
   unexpected: number;
   /** Server CPU time (user + system) per response, in microseconds: what a request costs. */
   cpuUsPerRequest: number;
-  /** The same over the warm-up, from the server's start: what a request costs before V8 has optimised. */
+  /** The same over the server's warm-up (its table's reads mixed, or a writing scenario's own). */
   warmupCpuUsPerRequest: number;
 }
 
@@ -93,24 +94,6 @@ export function mixedLoad(
   });
 }
 
-/**
- * Warms each server up in turn (the others idle) with every scenario's request mixed, so its JIT and
- * caches reach the state a long-running server works in before anything is measured. Results are in
- * the order of `servers`; undefined where the warm-up is off.
- */
-export async function warmUp(
-  servers: readonly RunningServer[],
-  scenarios: readonly Scenario[],
-  table: TableContext,
-  { warmupSeconds, connections }: BenchSettings,
-): Promise<(CpuMeasurement | undefined)[]> {
-  const warmups: (CpuMeasurement | undefined)[] = [];
-  for (const server of servers) {
-    warmups.push(warmupSeconds > 0 ? await mixedLoad(server, scenarios, table, warmupSeconds, connections) : undefined);
-  }
-  return warmups;
-}
-
 /** Warms the server up (JIT, caches) with mixed load, then measures each scenario on its own. */
 export async function measureScenarios(
   server: RunningServer,
@@ -118,7 +101,10 @@ export async function measureScenarios(
   table: TableContext,
   settings: BenchSettings,
 ): Promise<ScenarioMeasurement[]> {
-  const [warmup] = await warmUp([server], scenarios, table, settings);
+  const warmup =
+    settings.warmupSeconds > 0
+      ? await mixedLoad(server, scenarios, table, settings.warmupSeconds, settings.connections)
+      : undefined;
   const results: ScenarioMeasurement[] = [];
   for (const scenario of scenarios) {
     const load = await loadWithCpu(server, {
@@ -132,30 +118,34 @@ export async function measureScenarios(
 }
 
 /**
- * One scenario on several running servers (warmed up: see warmUp, whose results `warmups` are),
- * loaded in turn for `sliceSeconds` at a time until each has had `seconds`: a busy minute of this
- * shared machine falls on all of them alike, where whole runs a few seconds apart can differ by 20%
- * (BENCHMARKS.md). A server waits idle while another is loaded. Results are in the order of `servers`.
+ * Loads several running servers in turn, `sliceSeconds` at a time, until each has had `seconds`: a
+ * busy minute of this shared machine falls on all of them alike, where whole runs a few seconds
+ * apart can differ by 20% (BENCHMARKS.md). A server waits idle while another is loaded. Each
+ * connection sends `requests` in turn. Results are in the order of `servers`.
  */
-export async function measureInTurns(
+async function loadInTurns(
   servers: readonly RunningServer[],
-  scenario: Scenario,
-  table: TableContext,
-  { seconds, sliceSeconds, connections }: BenchSettings,
-  warmups: readonly (CpuMeasurement | undefined)[],
-): Promise<ScenarioMeasurement[]> {
+  requests: readonly autocannon.Request[],
+  seconds: number,
+  { sliceSeconds, connections }: BenchSettings,
+): Promise<CpuMeasurement[]> {
   const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[] }));
-  // CPU from before the first turn to after the last: a server's work left over when its turn ends
-  // (closing connections, garbage collection) is its own, though it runs in the other's turn.
+  // CPU from before the first turn to SETTLE_MS after the last: a server's work left over when its
+  // turn ends (closing connections, garbage collection) is its own, though it runs in the other's turn.
   const cpuBefore = servers.map((server) => server.cpuMs());
   for (let done = 0; done < seconds; done += sliceSeconds) {
     const slice = Math.min(sliceSeconds, seconds - done);
     for (const [index, server] of servers.entries()) {
       const turn = turns[index];
       if (turn === undefined) continue;
-      const requests = [loadRequest(scenario, table)];
       turn.parts.push(
-        await applyLoad({ origin: server.origin, requests, seconds: slice, connections, latencies: turn.latencies }),
+        await applyLoad({
+          origin: server.origin,
+          requests: [...requests],
+          seconds: slice,
+          connections,
+          latencies: turn.latencies,
+        }),
       );
     }
   }
@@ -163,7 +153,34 @@ export async function measureInTurns(
   const cpuMs = servers.map((server, index) => server.cpuMs() - (cpuBefore[index] ?? 0));
   return turns.map((turn, index) => {
     const measurement = combineLoads(turn.parts, turn.latencies);
-    const load = { measurement, cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses };
-    return scenarioMeasurement(scenario, load, warmups[index]);
+    return { measurement, cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses };
   });
+}
+
+/**
+ * Warms running servers up for `warmupSeconds` each, loaded in turn like a measurement (so they are
+ * the same age when it starts), with the scenarios' requests mixed: the JIT and caches reach the
+ * state a long-running server works in. Undefined for each where the warm-up is off.
+ */
+export async function warmUpInTurns(
+  servers: readonly RunningServer[],
+  scenarios: readonly Scenario[],
+  table: TableContext,
+  settings: BenchSettings,
+): Promise<(CpuMeasurement | undefined)[]> {
+  if (settings.warmupSeconds === 0 || scenarios.length === 0) return servers.map(() => undefined);
+  const requests = scenarios.map((scenario) => loadRequest(scenario, table));
+  return loadInTurns(servers, requests, settings.warmupSeconds, settings);
+}
+
+/** One scenario on several running servers, warmed up (`warmups`: see warmUpInTurns), loaded in turn. */
+export async function measureInTurns(
+  servers: readonly RunningServer[],
+  scenario: Scenario,
+  table: TableContext,
+  settings: BenchSettings,
+  warmups: readonly (CpuMeasurement | undefined)[],
+): Promise<ScenarioMeasurement[]> {
+  const loads = await loadInTurns(servers, [loadRequest(scenario, table)], settings.seconds, settings);
+  return loads.map((load, index) => scenarioMeasurement(scenario, load, warmups[index]));
 }

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeConnections } from './http.js';
-import { measureInTurns, mixedLoad, type PreparedTable, prepareTable, warmUp, withServer } from './measure.js';
+import { measureInTurns, mixedLoad, type PreparedTable, prepareTable, warmUpInTurns, withServer } from './measure.js';
 import {
   checkTargets,
   type BenchResults,
@@ -19,13 +19,16 @@ import {
   type Soak,
   summarise,
 } from './report.js';
-import { probe, type Scenario, selectScenarios } from './scenarios.js';
+import { probe, SCENARIOS, type Scenario, selectScenarios } from './scenarios.js';
 import { type RunningServer, SERVER_KINDS, type ServerKind } from './server-process.js';
 import { benchSettings, LARGE_TABLE, RESULTS_DIR, SMALL_TABLE } from './settings.js';
 
 const settings = benchSettings();
-/** Extra starts of each server (see measureStartups). */
-const STARTUPS = 10;
+/**
+ * Starts of each server per round on the small table besides the round's own, for a steadier
+ * median time to the first 200 (the rounds alone give five a table).
+ */
+const STARTS_PER_ROUND = 2;
 const scenarios = selectScenarios(settings.scenarios);
 const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 const runs: ScenarioRun[] = [];
@@ -60,22 +63,30 @@ async function verifyEquivalence(prepared: PreparedTable, chosen: Scenario[]): P
 }
 
 /**
- * Every round gets fresh server lives (a database copy each, start, warm-up with every scenario
- * mixed), both servers running at once. Each scenario is then measured on both, loaded in turn a
- * second at a time (measureInTurns), so they see the same background load; the ratio is taken
- * within each round (report.ts). Scenarios that write (create) come after those that read.
+ * Every round gets fresh server lives (a database copy each, start), both servers running at once.
+ * Each is warmed up with the table's reads mixed (`warmupMix`: the same whichever scenarios are
+ * chosen), then every chosen read is measured on both, loaded in turn a second at a time, so they
+ * see the same background load; the ratio is taken within each round (report.ts). A scenario that
+ * writes gets a warm-up of its own and comes after the reads, so they see the table as seeded.
+ * `extraStarts` more starts of each server per round feed the start-up median.
  */
-async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTable> {
+async function benchTable(
+  count: number,
+  chosen: Scenario[],
+  warmupMix: Scenario[],
+  extraStarts: number,
+): Promise<PreparedTable> {
   const table = label(count);
   log(`seeding ${count.toLocaleString('en-US')} pets`);
   const prepared = await prepareTable(dir, count);
   await verifyEquivalence(prepared, chosen);
   log(`${table}: both servers answer ${chosen.length} scenarios alike (status and body shape)`);
   for (const kind of SERVER_KINDS) mkdirSync(join(dir, kind), { recursive: true });
+  const ordered = [...chosen.filter((scenario) => !scenario.writes), ...chosen.filter((scenario) => scenario.writes)];
   for (let round = 1; round <= settings.rounds; round += 1) {
     log(
-      `${table} round ${round}/${settings.rounds}: 2 servers x ${settings.warmupSeconds} s of warm-up, ` +
-        `then ${chosen.length} scenarios x ${settings.seconds} s`,
+      `${table} round ${round}/${settings.rounds}: ${settings.warmupSeconds} s of warm-up, ` +
+        `then ${chosen.length} scenarios x ${settings.seconds} s, on each of 2 servers in turn`,
     );
     // Alternate which server goes first, so a slow drift of the machine favours neither.
     const [first, second] = round % 2 === 1 ? SERVER_KINDS : [...SERVER_KINDS].reverse();
@@ -83,8 +94,11 @@ async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTa
     await withServer(first, prepared, join(dir, first), (one) =>
       withServer(second, prepared, join(dir, second), async (other) => {
         const servers = [one, other];
-        const warmups = await warmUp(servers, chosen, prepared.context, settings);
-        for (const scenario of chosen) {
+        const readsWarmup = await warmUpInTurns(servers, warmupMix, prepared.context, settings);
+        for (const scenario of ordered) {
+          const warmups = scenario.writes
+            ? await warmUpInTurns(servers, [scenario], prepared.context, settings)
+            : readsWarmup;
           const results = await measureInTurns(servers, scenario, prepared.context, settings, warmups);
           for (const [index, server] of servers.entries()) {
             const result = results[index];
@@ -95,21 +109,13 @@ async function benchTable(count: number, chosen: Scenario[]): Promise<PreparedTa
         for (const server of servers) recordLife(table, server);
       }),
     );
-  }
-  return prepared;
-}
-
-/**
- * More starts than the rounds make (one a server and round), for a steadier median time to the
- * first 200: each server started and stopped `count` times, alternating, on the table's copy.
- */
-async function measureStartups(prepared: PreparedTable, table: string, count: number): Promise<void> {
-  log(`${table}: ${count} more starts of each server, for the time to the first 200`);
-  for (let start = 0; start < count; start += 1) {
-    for (const kind of SERVER_KINDS) {
-      await withServer(kind, prepared, join(dir, kind), async (server) => recordLife(`${table} start`, server));
+    for (let start = 0; start < extraStarts; start += 1) {
+      for (const kind of [first, second]) {
+        await withServer(kind, prepared, join(dir, kind), async (server) => recordLife(`${table} start`, server));
+      }
     }
   }
+  return prepared;
 }
 
 /**
@@ -137,13 +143,14 @@ async function soak(prepared: PreparedTable, table: string, seconds: number): Pr
 async function main(): Promise<void> {
   const startedAt = new Date().toISOString();
   log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
-  let largest = await benchTable(SMALL_TABLE, scenarios);
+  const reads = SCENARIOS.filter((scenario) => !scenario.writes);
+  let largest = await benchTable(SMALL_TABLE, scenarios, reads, STARTS_PER_ROUND);
   let largestLabel = label(SMALL_TABLE);
-  await measureStartups(largest, largestLabel, STARTUPS);
   const atScale = scenarios.filter((scenario) => scenario.atScale);
   if (settings.scale && atScale.length > 0) {
     rmSync(largest.seeded.file);
-    largest = await benchTable(LARGE_TABLE, atScale);
+    const readsAtScale = reads.filter((scenario) => scenario.atScale);
+    largest = await benchTable(LARGE_TABLE, atScale, readsAtScale, 0);
     largestLabel = label(LARGE_TABLE);
   }
   const soaked = settings.soakSeconds > 0 ? await soak(largest, largestLabel, settings.soakSeconds) : undefined;
