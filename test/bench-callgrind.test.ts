@@ -1,5 +1,12 @@
 import t from 'tap';
-import { callgrindPid, parsePerfMap, rangeAt, selfInstructions } from '../scripts/bench/callgrind.js';
+import {
+  callgrindPid,
+  eventByFunction,
+  parsePerfMap,
+  rangeAt,
+  selfCosts,
+  selfInstructions,
+} from '../scripts/bench/callgrind.js';
 
 // instructions.js compares servers by the instructions each function executed itself; these tests
 // hold the reading of callgrind's format (an excerpt as callgrind 3.19 writes it) to that.
@@ -62,4 +69,44 @@ t.test("each function's own instructions, not its calls', with compiled JavaScri
   });
   const total = [...costs.values()].reduce((sum, n) => sum + n, 0);
   t.equal(total, 1900, "the same total as callgrind's summary: every instruction counted once");
+});
+
+// With --cache-sim=yes each cost line carries one count per event; callgrind leaves out trailing zeros.
+const cacheOutput = [
+  '# callgrind format',
+  'version: 1',
+  'pid: 4243',
+  'positions: line',
+  'events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw',
+  '',
+  'fn=(10) 0x00007f0000001010',
+  '0 500 100 50 2 3 1 1 2 1',
+  'cfn=(11) Builtins_StringEqual',
+  'calls=20 0 ',
+  '0 860 300 0 0 9 0 0 4',
+  '0 100 10',
+  'fn=(11)',
+  '0 860 300 0 0 9 0 0 4',
+].join('\n');
+
+t.test('with the cache simulated, every event is summed by function, and misses can be added up', async (t) => {
+  const costs = selfCosts(cacheOutput, parsePerfMap(perfMap));
+  t.same(costs.events, ['Ir', 'Dr', 'Dw', 'I1mr', 'D1mr', 'D1mw', 'ILmr', 'DLmr', 'DLmw']);
+  t.same(Object.fromEntries(costs.byFunction), {
+    'JS:*authenticate file:///src/plugins/auth.js:24:39': [600, 110, 50, 2, 3, 1, 1, 2, 1],
+    Builtins_StringEqual: [860, 300, 0, 0, 9, 0, 0, 4, 0],
+  });
+  t.same(Object.fromEntries(eventByFunction(costs, ['ILmr', 'DLmr', 'DLmw'])), {
+    'JS:*authenticate file:///src/plugins/auth.js:24:39': 4,
+    Builtins_StringEqual: 4,
+  });
+  t.same(Object.fromEntries(selfInstructions(cacheOutput)), { '0x00007f0000001010': 600, Builtins_StringEqual: 860 });
+  t.same(
+    Object.fromEntries(eventByFunction(costs, ['Bogus'])),
+    {
+      'JS:*authenticate file:///src/plugins/auth.js:24:39': 0,
+      Builtins_StringEqual: 0,
+    },
+    'an event the output does not have counts nothing',
+  );
 });

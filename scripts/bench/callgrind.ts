@@ -45,13 +45,22 @@ export function callgrindPid(text: string): number | undefined {
   return match?.[1] === undefined ? undefined : Number(match[1]);
 }
 
+/** What callgrind counted by function: its events (`Ir`, and with `--cache-sim=yes` the misses too). */
+export interface FunctionCosts {
+  events: string[];
+  /** Per function, one number per event, in the order of `events`. */
+  byFunction: Map<string, number[]>;
+}
+
 /**
- * Instructions by function, each counted once, in the function that executed them. The format
- * (valgrind's "Callgrind Format Specification"): `fn=` names the function the following cost lines
- * belong to, `(id) name` the first time and `(id)` after; `calls=` announces that the next cost line
- * is a call's inclusive cost, which belongs to the callee and is skipped here.
+ * Costs by function, each counted once, in the function that incurred them. The format (valgrind's
+ * "Callgrind Format Specification"): `events:` names the columns; `fn=` names the function the
+ * following cost lines belong to, `(id) name` the first time and `(id)` after; `calls=` announces
+ * that the next cost line is a call's inclusive cost, which belongs to the callee and is skipped
+ * here. A cost line may leave out trailing zeros.
  */
-export function selfInstructions(text: string, jit: readonly CodeRange[] = []): Map<string, number> {
+export function selfCosts(text: string, jit: readonly CodeRange[] = []): FunctionCosts {
+  const events = /^events: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? ['Ir'];
   const names = new Map<string, string>();
   const resolve = (spec: string): string => {
     const compressed = /^\((\d+)\)(?: (.*))?$/.exec(spec);
@@ -62,18 +71,37 @@ export function selfInstructions(text: string, jit: readonly CodeRange[] = []): 
     }
     return /^0x[0-9a-f]+$/i.test(name) ? (rangeAt(jit, parseInt(name, 16))?.name ?? name) : name;
   };
-  const costs = new Map<string, number>();
+  const byFunction = new Map<string, number[]>();
   let current = '(unknown)';
   let callCostNext = false;
   for (const line of text.split('\n')) {
     if (line.startsWith('fn=')) current = resolve(line.slice(3));
     else if (line.startsWith('cfn=')) resolve(line.slice(4));
     else if (line.startsWith('calls=')) callCostNext = true;
-    // A cost line: a position (a number, +n or -n relative to the last, or * for the same) and the count.
+    // A cost line: a position (a number, +n or -n relative to the last, or * for the same), then the counts.
     else if (/^(?:[+-]?[0-9]|\*)/.test(line)) {
-      if (callCostNext) callCostNext = false;
-      else costs.set(current, (costs.get(current) ?? 0) + Number(line.trim().split(/\s+/)[1] ?? 0));
+      if (callCostNext) {
+        callCostNext = false;
+        continue;
+      }
+      const counts = line.trim().split(/\s+/).slice(1).map(Number);
+      const sums = byFunction.get(current) ?? events.map(() => 0);
+      counts.forEach((count, index) => (sums[index] = (sums[index] ?? 0) + count));
+      byFunction.set(current, sums);
     }
   }
-  return costs;
+  return { events, byFunction };
+}
+
+/** Instructions (`Ir`) by function, each counted once, in the function that executed them. */
+export function selfInstructions(text: string, jit: readonly CodeRange[] = []): Map<string, number> {
+  return eventByFunction(selfCosts(text, jit), ['Ir']);
+}
+
+/** One event, or the sum of several (`ILmr`, `DLmr`, `DLmw`: last-level misses), by function. */
+export function eventByFunction({ events, byFunction }: FunctionCosts, wanted: readonly string[]): Map<string, number> {
+  const columns = wanted.map((event) => events.indexOf(event)).filter((index) => index >= 0);
+  return new Map(
+    [...byFunction].map(([name, counts]) => [name, columns.reduce((sum, column) => sum + (counts[column] ?? 0), 0)]),
+  );
 }

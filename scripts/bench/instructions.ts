@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { callgrindPid, parsePerfMap, selfInstructions } from './callgrind.js';
+import { callgrindPid, eventByFunction, parsePerfMap, selfCosts } from './callgrind.js';
 import { closeConnections } from './http.js';
 import { applyLoad } from './load.js';
 import { type PreparedTable, prepareTable, withServer } from './measure.js';
@@ -26,6 +26,23 @@ import { SMALL_TABLE, wholeSetting } from './settings.js';
 const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60, 1);
 const windowSeconds = wholeSetting('INSTRUCTIONS_WINDOW', 20, 1);
 const shown = wholeSetting('INSTRUCTIONS_TOP', 25, 1);
+/**
+ * What else callgrind simulates and counts: `cache` (last-level cache misses, instruction and data),
+ * `branch` (mispredicted conditional and indirect branches), or both (`cache,branch`). Costs in time
+ * that the same number of instructions can hide; each slows the count several times over.
+ */
+const SIMULATIONS = {
+  cache: { option: '--cache-sim=yes', events: ['ILmr', 'DLmr', 'DLmw'], what: 'last-level cache misses' },
+  branch: { option: '--branch-sim=yes', events: ['Bcm', 'Bim'], what: 'mispredicted branches' },
+} as const;
+type Simulation = keyof typeof SIMULATIONS;
+const simulated = (process.env.INSTRUCTIONS_SIMULATE ?? '')
+  .split(',')
+  .filter((name) => name !== '')
+  .map((name) => {
+    if (!Object.hasOwn(SIMULATIONS, name)) throw new Error(`INSTRUCTIONS_SIMULATE: unknown ${name}`);
+    return name as Simulation;
+  });
 const CONNECTIONS = 10;
 /**
  * V8 adding properties in its runtime instead of in optimised code: where Node's own
@@ -55,7 +72,10 @@ function callgrindControl(pid: number, ...command: string[]): void {
 
 interface Count {
   responses: number;
+  /** Instructions by function. */
   byFunction: Map<string, number>;
+  /** Each simulated event group (INSTRUCTIONS_SIMULATE) by function. */
+  simulatedByFunction: Map<Simulation, Map<string, number>>;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-instructions-'));
@@ -71,6 +91,7 @@ async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> 
     `--callgrind-out-file=${output}`,
     // V8 writes and rewrites machine code; valgrind must notice.
     '--smc-check=all-non-file',
+    ...simulated.map((simulation) => SIMULATIONS[simulation].option),
   ];
   const requests = [loadRequest(scenario, prepared.context)];
   const { responses, pid } = await withServer(
@@ -97,35 +118,64 @@ async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> 
   const perfMap = `/tmp/perf-${pid}.map`;
   const jit = parsePerfMap(readFileSync(perfMap, 'utf8'));
   rmSync(perfMap, { force: true });
-  return { responses, byFunction: selfInstructions(text, jit) };
+  const costs = selfCosts(text, jit);
+  return {
+    responses,
+    byFunction: eventByFunction(costs, ['Ir']),
+    simulatedByFunction: new Map(
+      simulated.map((simulation) => [simulation, eventByFunction(costs, SIMULATIONS[simulation].events)]),
+    ),
+  };
 }
 
-const perResponse = ({ responses, byFunction }: Count, name: string) => (byFunction.get(name) ?? 0) / responses;
-const total = (counted: Count) => [...counted.byFunction.values()].reduce((sum, n) => sum + n, 0) / counted.responses;
+type ByFunction = (counted: Count) => Map<string, number>;
+const instructions: ByFunction = (counted) => counted.byFunction;
+const simulation =
+  (which: Simulation): ByFunction =>
+  (counted) =>
+    counted.simulatedByFunction.get(which) ?? new Map();
+const perResponse = (counted: Count, of: ByFunction, name: string) => (of(counted).get(name) ?? 0) / counted.responses;
+const sum = (values: Iterable<number>) => [...values].reduce((total, n) => total + n, 0);
+const total = (counted: Count, of: ByFunction = instructions) => sum(of(counted).values()) / counted.responses;
 const runtime = (counted: Count) =>
-  [...counted.byFunction].filter(([name]) => V8_RUNTIME.test(name)).reduce((sum, [, n]) => sum + n, 0) /
-  counted.responses;
+  sum([...counted.byFunction].filter(([name]) => V8_RUNTIME.test(name)).map(([, n]) => n)) / counted.responses;
 const number = (value: number) => Math.round(value).toLocaleString('en-US').padStart(9);
+
+/** The functions whose count differs most between the servers: project, baseline, difference. */
+function differences(project: Count, baseline: Count, of: ByFunction): string[] {
+  const names = new Set([...of(project).keys(), ...of(baseline).keys()]);
+  return [...names]
+    .map((name) => ({ name, mine: perResponse(project, of, name), theirs: perResponse(baseline, of, name) }))
+    .sort((a, b) => Math.abs(b.mine - b.theirs) - Math.abs(a.mine - a.theirs))
+    .slice(0, shown)
+    .map(
+      ({ name, mine, theirs }) => `  ${number(mine)} ${number(theirs)} ${number(mine - theirs)}  ${name.slice(0, 110)}`,
+    );
+}
 
 try {
   const prepared = await prepareTable(dir, SMALL_TABLE);
   const project = await count('project', prepared);
   const baseline = await count('baseline', prepared);
+  const ratio = (mine: number, theirs: number) => `${(mine / theirs).toFixed(3)}x`;
   const lines = [
     `${scenario.name}: instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
     `  ${'project'.padStart(9)} ${'baseline'.padStart(9)}`,
-    `  ${number(total(project))} ${number(total(baseline))}  total (${(total(project) / total(baseline)).toFixed(3)}x; ${project.responses} and ${baseline.responses} responses)`,
+    `  ${number(total(project))} ${number(total(baseline))}  total (${ratio(total(project), total(baseline))}; ${project.responses} and ${baseline.responses} responses)`,
     `  ${number(runtime(project))} ${number(runtime(baseline))}  of which V8 runtime object-literal slow path`,
-    `  ${number(total(project) - runtime(project))} ${number(total(baseline) - runtime(baseline))}  total without it (${((total(project) - runtime(project)) / (total(baseline) - runtime(baseline))).toFixed(3)}x)`,
+    `  ${number(total(project) - runtime(project))} ${number(total(baseline) - runtime(baseline))}  total without it (${ratio(total(project) - runtime(project), total(baseline) - runtime(baseline))})`,
     `functions that differ most (project, baseline, difference):`,
+    ...differences(project, baseline, instructions),
   ];
-  const names = new Set([...project.byFunction.keys(), ...baseline.byFunction.keys()]);
-  const differences = [...names]
-    .map((name) => ({ name, project: perResponse(project, name), baseline: perResponse(baseline, name) }))
-    .sort((a, b) => Math.abs(b.project - b.baseline) - Math.abs(a.project - a.baseline))
-    .slice(0, shown);
-  for (const { name, project: inProject, baseline: inBaseline } of differences) {
-    lines.push(`  ${number(inProject)} ${number(inBaseline)} ${number(inProject - inBaseline)}  ${name.slice(0, 110)}`);
+  for (const which of simulated) {
+    const { events, what } = SIMULATIONS[which];
+    const of = simulation(which);
+    lines.push(
+      `${what} per response (${events.join(' + ')}):`,
+      `  ${number(total(project, of))} ${number(total(baseline, of))}  total (${ratio(total(project, of), total(baseline, of))})`,
+      `functions whose ${what} differ most (project, baseline, difference):`,
+      ...differences(project, baseline, of),
+    );
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
