@@ -6,7 +6,8 @@
  * PAIRED_SECONDS (per repetition, 10), PAIRED_REPS (5); PAIRED_PROJECT_FLAGS and
  * PAIRED_BASELINE_FLAGS give one server Node options of its own (`--max-semi-space-size=8`), to try
  * a runtime setting on one side. Run without --cpu-prof: under the profiler the difference it looks
- * for disappeared (BENCHMARKS.md).
+ * for disappeared (BENCHMARKS.md). Then, per response, where each server's time went by thread and
+ * kind, its page faults and context switches (proc-counters.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,8 @@ import { closeConnections } from './http.js';
 import { loadWithCpu, prepareTable, withServer } from './measure.js';
 import { median } from './report.js';
 import { loadRequest, selectScenarios } from './scenarios.js';
-import { type RunningServer, SERVER_KINDS } from './server-process.js';
+import { COUNTERS, type Counter, perResponse, type ProcCounters, procCounters } from './proc-counters.js';
+import { type RunningServer, SERVER_KINDS, type ServerKind } from './server-process.js';
 import { SMALL_TABLE, wholeSetting } from './settings.js';
 
 const rate = wholeSetting('PAIRED_RATE', 3000, 1);
@@ -29,9 +31,18 @@ const dir = mkdtempSync(join(tmpdir(), 'petstore-paired-'));
 
 try {
   const prepared = await prepareTable(dir, SMALL_TABLE);
-  const load = (server: RunningServer) =>
-    loadWithCpu(server, { requests: [loadRequest(scenario, prepared.context)], seconds, connections: 10, rate });
+  const load = async (server: RunningServer) => {
+    const before = procCounters(server.pid);
+    const measured = await loadWithCpu(server, {
+      requests: [loadRequest(scenario, prepared.context)],
+      seconds,
+      connections: 10,
+      rate,
+    });
+    return { ...measured, counters: perResponse(before, procCounters(server.pid), measured.measurement.responses) };
+  };
   const ratios: number[] = [];
+  const counted: Record<ServerKind, ProcCounters[]> = { project: [], baseline: [] };
   // Each server on its own copy of the table, both running throughout.
   for (const kind of SERVER_KINDS) mkdirSync(join(dir, kind));
   const compare = async (project: RunningServer, baseline: RunningServer) => {
@@ -41,7 +52,10 @@ try {
       const [projectCpu, baselineCpu] = [onProject.cpuUsPerRequest, onBaseline.cpuUsPerRequest];
       const line = `project ${projectCpu.toFixed(1)} us, baseline ${baselineCpu.toFixed(1)} us per response: ${(projectCpu / baselineCpu).toFixed(3)}x`;
       process.stderr.write(`[paired] ${rep === 0 ? 'warm-up' : `rep ${rep}/${reps}`}: ${line}\n`);
-      if (rep > 0) ratios.push(projectCpu / baselineCpu);
+      if (rep === 0) continue;
+      ratios.push(projectCpu / baselineCpu);
+      counted.project.push(onProject.counters);
+      counted.baseline.push(onBaseline.counters);
     }
   };
   await withServer(
@@ -57,6 +71,13 @@ try {
   process.stdout.write(
     `${scenario.name} at ${rate} req/s each: x CPU per response median ${median(ratios).toFixed(3)} ` +
       `(${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)} over ${reps} repetitions)\n`,
+  );
+  const cell = (kind: ServerKind, name: Counter) => median(counted[kind].map((row) => row[name])).toFixed(3);
+  const rows = COUNTERS.map(
+    (name) => `  ${name.padEnd(24)} ${cell('project', name).padStart(9)} ${cell('baseline', name).padStart(9)}`,
+  );
+  process.stdout.write(
+    `per response, medians (CPU in us, from /proc):\n  ${''.padEnd(24)} ${'project'.padStart(9)} ${'baseline'.padStart(9)}\n${rows.join('\n')}\n`,
   );
 } finally {
   closeConnections();
