@@ -3,7 +3,7 @@
  * driven by its own load generator at the same fixed rate (below saturation), so a busy moment on
  * this shared machine falls on both. Finer than the benchmark's alternating rounds for a cost of a
  * few microseconds; not a throughput measure. Settings: PAIRED_RATE (req/s per server, 3000),
- * PAIRED_SECONDS (per repetition, 10), PAIRED_REPS (5); PAIRED_PROJECT_FLAGS and
+ * PAIRED_SECONDS (per repetition, 10), PAIRED_REPS (5), PAIRED_PETS (the table, 10,000); PAIRED_PROJECT_FLAGS and
  * PAIRED_BASELINE_FLAGS give one server Node options of its own (`--max-semi-space-size=8`), to try
  * a runtime setting on one side. Run without --cpu-prof: under the profiler the difference it looks
  * for disappeared (BENCHMARKS.md). Then, per response, where each server's time went by thread and
@@ -23,6 +23,7 @@ import { SMALL_TABLE, wholeSetting } from './settings.js';
 const rate = wholeSetting('PAIRED_RATE', 3000, 1);
 const seconds = wholeSetting('PAIRED_SECONDS', 10, 1);
 const reps = wholeSetting('PAIRED_REPS', 5, 1);
+const pets = wholeSetting('PAIRED_PETS', SMALL_TABLE, 1);
 const nodeFlags = (name: string) => (process.env[name] ?? '').split(' ').filter((flag) => flag !== '');
 const [projectFlags, baselineFlags] = [nodeFlags('PAIRED_PROJECT_FLAGS'), nodeFlags('PAIRED_BASELINE_FLAGS')];
 const [scenario] = selectScenarios([process.argv[2] ?? 'get-one']);
@@ -30,7 +31,7 @@ if (scenario === undefined) throw new Error('no scenario');
 const dir = mkdtempSync(join(tmpdir(), 'petstore-paired-'));
 
 try {
-  const prepared = await prepareTable(dir, SMALL_TABLE);
+  const prepared = await prepareTable(dir, pets);
   const load = async (server: RunningServer) => {
     const before = procCounters(server.pid);
     const measured = await loadWithCpu(server, {
@@ -69,7 +70,7 @@ try {
     { nodeFlags: projectFlags },
   );
   process.stdout.write(
-    `${scenario.name} at ${rate} req/s each: x CPU per response median ${median(ratios).toFixed(3)} ` +
+    `${scenario.name} on ${pets} pets at ${rate} req/s each: x CPU per response median ${median(ratios).toFixed(3)} ` +
       `(${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)} over ${reps} repetitions)\n`,
   );
   const cell = (kind: ServerKind, name: Counter) => median(counted[kind].map((row) => row[name])).toFixed(3);
