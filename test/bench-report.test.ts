@@ -1,4 +1,5 @@
 import t from 'tap';
+import { zeroCounters } from '../scripts/bench/proc-counters.js';
 import { checkTargets, formatReport, type ScenarioRun, type ServerLife, summarise } from '../scripts/bench/report.js';
 
 // The benchmark's verdicts (PASS/FAIL per target) are what BENCHMARKS.md quotes; these tests hold
@@ -14,6 +15,7 @@ function run(server: ScenarioRun['server'], round: number, rps: number, p99Ms: n
     cpuUsPerRequest: 1_000_000 / rps,
     // Warm-up: the project pays 20% more per response in round 1, then the same.
     warmupCpuUsPerRequest: (server === 'project' && round === 1 ? 1_200_000 : 1_000_000) / rps,
+    counters: zeroCounters(),
     measurement: {
       rps,
       p50Ms: p99Ms / 2,

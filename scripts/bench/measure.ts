@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { applyLoad, combineLoads, type LoadOptions, type Measurement } from './load.js';
+import { perResponse, type ProcCounters, procCounters } from './proc-counters.js';
 import { findDeepPage, loadRequest, type Scenario, type TableContext } from './scenarios.js';
 import { type RunningServer, type ServerKind, type StartOptions, startServer } from './server-process.js';
 import type { BenchSettings } from './settings.js';
@@ -16,6 +17,8 @@ export interface ScenarioMeasurement {
   cpuUsPerRequest: number;
   /** The same over the server's warm-up (its table's reads mixed, or a writing scenario's own). */
   warmupCpuUsPerRequest: number;
+  /** Per response: CPU time by thread and kind, page faults, context switches (in the JSON only). */
+  counters: ProcCounters;
 }
 
 /** Long enough for a server to finish what its last turn left (in-flight responses, closing sockets). */
@@ -56,11 +59,13 @@ export interface CpuMeasurement {
   measurement: Measurement;
   /** Server CPU time (user + system) per response over the load, in microseconds. */
   cpuUsPerRequest: number;
+  /** The same split by thread and kind, with page faults and context switches, per response. */
+  counters: ProcCounters;
 }
 
 function scenarioMeasurement(
   scenario: Scenario,
-  { measurement, cpuUsPerRequest }: CpuMeasurement,
+  { measurement, cpuUsPerRequest, counters }: CpuMeasurement,
   warmup: CpuMeasurement | undefined,
 ): ScenarioMeasurement {
   return {
@@ -69,14 +74,19 @@ function scenarioMeasurement(
     unexpected: measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0),
     cpuUsPerRequest,
     warmupCpuUsPerRequest: warmup?.cpuUsPerRequest ?? Number.NaN,
+    counters,
   };
 }
 
 /** Applies load to one server, and measures the server's CPU time per response meanwhile. */
 export async function loadWithCpu(server: RunningServer, load: Omit<LoadOptions, 'origin'>): Promise<CpuMeasurement> {
-  const cpuBefore = server.cpuMs();
+  const [cpuBefore, countersBefore] = [server.cpuMs(), procCounters(server.pid)];
   const measurement = await applyLoad({ origin: server.origin, ...load });
-  return { measurement, cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / measurement.responses };
+  return {
+    measurement,
+    cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / measurement.responses,
+    counters: perResponse(countersBefore, procCounters(server.pid), measurement.responses),
+  };
 }
 
 /** Every scenario's request in turn on each connection: warm-up and soak load. */
@@ -133,6 +143,7 @@ async function loadInTurns(
   // CPU from before the first turn to SETTLE_MS after the last: a server's work left over when its
   // turn ends (closing connections, garbage collection) is its own, though it runs in the other's turn.
   const cpuBefore = servers.map((server) => server.cpuMs());
+  const countersBefore = servers.map((server) => procCounters(server.pid));
   for (let done = 0; done < seconds; done += sliceSeconds) {
     const slice = Math.min(sliceSeconds, seconds - done);
     for (const [index, server] of servers.entries()) {
@@ -153,7 +164,13 @@ async function loadInTurns(
   const cpuMs = servers.map((server, index) => server.cpuMs() - (cpuBefore[index] ?? 0));
   return turns.map((turn, index) => {
     const measurement = combineLoads(turn.parts, turn.latencies);
-    return { measurement, cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses };
+    const server = servers[index] as RunningServer;
+    const before = countersBefore[index] ?? procCounters(server.pid);
+    return {
+      measurement,
+      cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses,
+      counters: perResponse(before, procCounters(server.pid), measurement.responses),
+    };
   });
 }
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { projectRoot } from '../../src/paths.js';
 import { send } from './http.js';
+import { processCpuMs } from './proc-counters.js';
 
 export type ServerKind = 'project' | 'baseline';
 export const SERVER_KINDS: readonly ServerKind[] = ['project', 'baseline'];
@@ -62,16 +63,6 @@ function memoryOf(pid: number): Memory {
   const megabytes = (field: string) =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) / 1024;
   return { rssMb: megabytes('VmRSS'), peakRssMb: megabytes('VmHWM') };
-}
-
-/** Linux counts process CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
-const MS_PER_TICK = 10;
-
-function cpuMsOf(pid: number): number {
-  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
 }
 
 /**
@@ -133,7 +124,7 @@ export async function startServer(
     origin,
     startupMs,
     memory: () => memoryOf(pid),
-    cpuMs: () => cpuMsOf(pid),
+    cpuMs: () => processCpuMs(pid),
     stop: async () => {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
