@@ -98,9 +98,14 @@ export function selfInstructions(text: string, jit: readonly CodeRange[] = []): 
   return eventByFunction(selfCosts(text, jit), ['Ir']);
 }
 
-/** One event, or the sum of several (`ILmr`, `DLmr`, `DLmw`: last-level misses), by function. */
+/**
+ * One event, or the sum of several (`ILmr`, `DLmr`, `DLmw`: last-level misses), by function. An
+ * event the output does not have is an error, not a zero: a misnamed event would read as no misses.
+ */
 export function eventByFunction({ events, byFunction }: FunctionCosts, wanted: readonly string[]): Map<string, number> {
-  const columns = wanted.map((event) => events.indexOf(event)).filter((index) => index >= 0);
+  const missing = wanted.filter((event) => !events.includes(event));
+  if (missing.length > 0) throw new Error(`callgrind counted no ${missing.join(', ')} (events: ${events.join(' ')})`);
+  const columns = wanted.map((event) => events.indexOf(event));
   return new Map(
     [...byFunction].map(([name, counts]) => [name, columns.reduce((sum, column) => sum + (counts[column] ?? 0), 0)]),
   );

@@ -4,8 +4,10 @@
  * does not move with the machine's other tenants, so differences of 1% that the benchmark's rounds
  * cannot resolve show, and show by function. Each server runs under callgrind with counting off
  * through INSTRUCTIONS_WARMUP seconds of the scenario (60), then counts over INSTRUCTIONS_WINDOW
- * seconds more (20). Prints instructions per response and the functions whose count differs most
- * between the servers (JavaScript named through `node --perf-basic-prof`).
+ * seconds more (20), on a table of INSTRUCTIONS_PETS pets (10,000). Prints the main thread's
+ * instructions per response (V8's compiler and GC helper threads are counted apart and left out)
+ * and the functions whose count differs most between the servers (JavaScript named through
+ * `node --perf-basic-prof`).
  *
  * Under valgrind a server runs about 50 times slower, and V8's background compilation and its inline
  * caches settle at other moments than at full speed: compare the named functions, and read the
@@ -26,6 +28,7 @@ import { SMALL_TABLE, wholeSetting } from './settings.js';
 const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60, 1);
 const windowSeconds = wholeSetting('INSTRUCTIONS_WINDOW', 20, 1);
 const shown = wholeSetting('INSTRUCTIONS_TOP', 25, 1);
+const pets = wholeSetting('INSTRUCTIONS_PETS', SMALL_TABLE, 1);
 /**
  * What else callgrind simulates and counts: `cache` (last-level cache misses, instruction and data),
  * `branch` (mispredicted conditional and indirect branches), or both (`cache,branch`). Costs in time
@@ -73,7 +76,7 @@ function callgrindControl(pid: number, ...command: string[]): void {
 interface Count {
   responses: number;
   /** Instructions by function. */
-  byFunction: Map<string, number>;
+  instructionsByFunction: Map<string, number>;
   /** Each simulated event group (INSTRUCTIONS_SIMULATE) by function. */
   simulatedByFunction: Map<Simulation, Map<string, number>>;
 }
@@ -91,6 +94,8 @@ async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> 
     `--callgrind-out-file=${output}`,
     // V8 writes and rewrites machine code; valgrind must notice.
     '--smc-check=all-non-file',
+    // One output per thread: the main thread's is the request path; V8's compiler threads are not.
+    '--separate-threads=yes',
     ...simulated.map((simulation) => SIMULATIONS[simulation].option),
   ];
   const requests = [loadRequest(scenario, prepared.context)];
@@ -112,16 +117,17 @@ async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> 
     },
     { launcher, nodeFlags: ['--perf-basic-prof'], startupLimitMs: 180_000 },
   );
-  // The first dump is <file>.1; the file itself is what was counted between the dump and the exit.
-  const text = readFileSync(`${output}.1`, 'utf8');
-  if (callgrindPid(text) !== pid) throw new Error(`${output}.1 is not from the server's process ${pid}`);
+  // The first dump of the main thread (thread 1) is <file>.1-01; <file>-01 is what came after it.
+  const mainThread = `${output}.1-01`;
+  const text = readFileSync(mainThread, 'utf8');
+  if (callgrindPid(text) !== pid) throw new Error(`${mainThread} is not from the server's process ${pid}`);
   const perfMap = `/tmp/perf-${pid}.map`;
   const jit = parsePerfMap(readFileSync(perfMap, 'utf8'));
   rmSync(perfMap, { force: true });
   const costs = selfCosts(text, jit);
   return {
     responses,
-    byFunction: eventByFunction(costs, ['Ir']),
+    instructionsByFunction: eventByFunction(costs, ['Ir']),
     simulatedByFunction: new Map(
       simulated.map((simulation) => [simulation, eventByFunction(costs, SIMULATIONS[simulation].events)]),
     ),
@@ -129,23 +135,25 @@ async function count(kind: ServerKind, prepared: PreparedTable): Promise<Count> 
 }
 
 type ByFunction = (counted: Count) => Map<string, number>;
-const instructions: ByFunction = (counted) => counted.byFunction;
+const instructions: ByFunction = (counted) => counted.instructionsByFunction;
 const simulation =
   (which: Simulation): ByFunction =>
   (counted) =>
     counted.simulatedByFunction.get(which) ?? new Map();
-const perResponse = (counted: Count, of: ByFunction, name: string) => (of(counted).get(name) ?? 0) / counted.responses;
+const perResponseOf = (counted: Count, of: ByFunction, name: string) =>
+  (of(counted).get(name) ?? 0) / counted.responses;
 const sum = (values: Iterable<number>) => [...values].reduce((total, n) => total + n, 0);
 const total = (counted: Count, of: ByFunction = instructions) => sum(of(counted).values()) / counted.responses;
 const runtime = (counted: Count) =>
-  sum([...counted.byFunction].filter(([name]) => V8_RUNTIME.test(name)).map(([, n]) => n)) / counted.responses;
+  sum([...counted.instructionsByFunction].filter(([name]) => V8_RUNTIME.test(name)).map(([, n]) => n)) /
+  counted.responses;
 const number = (value: number) => Math.round(value).toLocaleString('en-US').padStart(9);
 
 /** The functions whose count differs most between the servers: project, baseline, difference. */
 function differences(project: Count, baseline: Count, of: ByFunction): string[] {
   const names = new Set([...of(project).keys(), ...of(baseline).keys()]);
   return [...names]
-    .map((name) => ({ name, mine: perResponse(project, of, name), theirs: perResponse(baseline, of, name) }))
+    .map((name) => ({ name, mine: perResponseOf(project, of, name), theirs: perResponseOf(baseline, of, name) }))
     .sort((a, b) => Math.abs(b.mine - b.theirs) - Math.abs(a.mine - a.theirs))
     .slice(0, shown)
     .map(
@@ -154,12 +162,12 @@ function differences(project: Count, baseline: Count, of: ByFunction): string[] 
 }
 
 try {
-  const prepared = await prepareTable(dir, SMALL_TABLE);
+  const prepared = await prepareTable(dir, pets);
   const project = await count('project', prepared);
   const baseline = await count('baseline', prepared);
   const ratio = (mine: number, theirs: number) => `${(mine / theirs).toFixed(3)}x`;
   const lines = [
-    `${scenario.name}: instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
+    `${scenario.name} on ${pets} pets: main-thread instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
     `  ${'project'.padStart(9)} ${'baseline'.padStart(9)}`,
     `  ${number(total(project))} ${number(total(baseline))}  total (${ratio(total(project), total(baseline))}; ${project.responses} and ${baseline.responses} responses)`,
     `  ${number(runtime(project))} ${number(runtime(baseline))}  of which V8 runtime object-literal slow path`,
