@@ -102,4 +102,9 @@ t.test('with the cache simulated, every event is summed by function, and misses 
   });
   t.same(Object.fromEntries(selfInstructions(cacheOutput)), { '0x00007f0000001010': 600, Builtins_StringEqual: 860 });
   t.throws(() => eventByFunction(costs, ['Bcm']), /counted no Bcm/, 'an event the output does not have is an error');
+  t.throws(
+    () => selfCosts(cacheOutput.replace('positions: line', 'positions: instr line')),
+    /only one is read/,
+    'two position columns would shift every count: an error',
+  );
 });

@@ -61,6 +61,9 @@ export interface FunctionCosts {
  */
 export function selfCosts(text: string, jit: readonly CodeRange[] = []): FunctionCosts {
   const events = /^events: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? ['Ir'];
+  // One position column (`line`) is assumed: `--dump-instr=yes` writes two (`instr line`).
+  const positions = /^positions: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? ['line'];
+  if (positions.length !== 1) throw new Error(`callgrind positions ${positions.join(' ')}: only one is read`);
   const names = new Map<string, string>();
   const resolve = (spec: string): string => {
     const compressed = /^\((\d+)\)(?: (.*))?$/.exec(spec);
