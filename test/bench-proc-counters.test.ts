@@ -1,3 +1,4 @@
+import { pbkdf2 } from 'node:crypto';
 import { statSync } from 'node:fs';
 import t from 'tap';
 import {
@@ -29,6 +30,20 @@ t.test("user time on the main thread is the main thread's", async (t) => {
   t.ok(sum > 0, 'the work was done');
   t.ok(grown['main thread user'] >= 100, `150 ms of computing: ${grown['main thread user']} ms of user time`);
   t.ok(grown['main thread user'] > grown['main thread system'], 'more user time than system time');
+});
+
+t.test("work on libuv's pool shows as the other threads' time, not the main thread's", async (t) => {
+  const before = procCounters(process.pid);
+  const hashes = Array.from(
+    { length: 4 },
+    () => new Promise((resolve) => pbkdf2('key', 'salt', 100_000, 64, 'sha512', resolve)),
+  );
+  await Promise.all(hashes);
+  const after = procCounters(process.pid);
+  const others = after['other threads user'] - before['other threads user'];
+  const main = after['main thread user'] - before['main thread user'];
+  t.ok(others >= 50, `four slow hashes on the pool: ${others} ms of the other threads' user time`);
+  t.ok(main < others, `the main thread only waited: ${main} ms`);
 });
 
 t.test('system calls show as system time', async (t) => {

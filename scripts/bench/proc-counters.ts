@@ -50,8 +50,9 @@ export function zeroCounters(): ProcCounters {
 export function procCounters(pid: number): ProcCounters {
   // The process's own line counts threads that have ended; the main thread is the one whose id is
   // the process's (Node names every thread "node").
-  const all = statFields(`/proc/${pid}/stat`);
+  // The main thread first: the process's line, read after it, holds at least as much.
   const main = statFields(`/proc/${pid}/task/${pid}/stat`);
+  const all = statFields(`/proc/${pid}/stat`);
   const ms = (fields: string[], index: number) => Number(fields[index]) * MS_PER_TICK;
   const counters: ProcCounters = {
     'main thread user': ms(main, USER_TICKS),
