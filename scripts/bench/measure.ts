@@ -78,15 +78,30 @@ function scenarioMeasurement(
   };
 }
 
-/** Applies load to one server, and measures the server's CPU time per response meanwhile. */
-export async function loadWithCpu(server: RunningServer, load: Omit<LoadOptions, 'origin'>): Promise<CpuMeasurement> {
-  const [cpuBefore, countersBefore] = [server.cpuMs(), procCounters(server.pid)];
-  const measurement = await applyLoad({ origin: server.origin, ...load });
+/** A server's CPU time so far: the total, and split (procCounters). */
+interface CpuReading {
+  cpuMs: number;
+  counters: ProcCounters;
+}
+
+function readCpu(server: RunningServer): CpuReading {
+  return { cpuMs: server.cpuMs(), counters: procCounters(server.pid) };
+}
+
+/** What the server used since `before`, per response of `measurement`. */
+function cpuSince(server: RunningServer, before: CpuReading, measurement: Measurement): CpuMeasurement {
+  const now = readCpu(server);
   return {
     measurement,
-    cpuUsPerRequest: ((server.cpuMs() - cpuBefore) * 1000) / measurement.responses,
-    counters: perResponse(countersBefore, procCounters(server.pid), measurement.responses),
+    cpuUsPerRequest: ((now.cpuMs - before.cpuMs) * 1000) / measurement.responses,
+    counters: perResponse(before.counters, now.counters, measurement.responses),
   };
+}
+
+/** Applies load to one server, and measures the server's CPU time per response meanwhile. */
+export async function loadWithCpu(server: RunningServer, load: Omit<LoadOptions, 'origin'>): Promise<CpuMeasurement> {
+  const before = readCpu(server);
+  return cpuSince(server, before, await applyLoad({ origin: server.origin, ...load }));
 }
 
 /** Every scenario's request in turn on each connection: warm-up and soak load. */
@@ -139,19 +154,20 @@ async function loadInTurns(
   seconds: number,
   { sliceSeconds, connections }: BenchSettings,
 ): Promise<CpuMeasurement[]> {
-  const turns = servers.map(() => ({ parts: [] as Measurement[], latencies: [] as number[] }));
   // CPU from before the first turn to SETTLE_MS after the last: a server's work left over when its
   // turn ends (closing connections, garbage collection) is its own, though it runs in the other's turn.
-  const cpuBefore = servers.map((server) => server.cpuMs());
-  const countersBefore = servers.map((server) => procCounters(server.pid));
+  const turns = servers.map((server) => ({
+    server,
+    before: readCpu(server),
+    parts: [] as Measurement[],
+    latencies: [] as number[],
+  }));
   for (let done = 0; done < seconds; done += sliceSeconds) {
     const slice = Math.min(sliceSeconds, seconds - done);
-    for (const [index, server] of servers.entries()) {
-      const turn = turns[index];
-      if (turn === undefined) continue;
+    for (const turn of turns) {
       turn.parts.push(
         await applyLoad({
-          origin: server.origin,
+          origin: turn.server.origin,
           requests: [...requests],
           seconds: slice,
           connections,
@@ -161,17 +177,7 @@ async function loadInTurns(
     }
   }
   await sleep(SETTLE_MS);
-  const cpuMs = servers.map((server, index) => server.cpuMs() - (cpuBefore[index] ?? 0));
-  return turns.map((turn, index) => {
-    const measurement = combineLoads(turn.parts, turn.latencies);
-    const server = servers[index] as RunningServer;
-    const before = countersBefore[index] ?? procCounters(server.pid);
-    return {
-      measurement,
-      cpuUsPerRequest: ((cpuMs[index] ?? 0) * 1000) / measurement.responses,
-      counters: perResponse(before, procCounters(server.pid), measurement.responses),
-    };
-  });
+  return turns.map(({ server, before, parts, latencies }) => cpuSince(server, before, combineLoads(parts, latencies)));
 }
 
 /**

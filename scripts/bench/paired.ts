@@ -5,9 +5,10 @@
  * few microseconds; not a throughput measure. Settings: PAIRED_RATE (req/s per server, 3000),
  * PAIRED_SECONDS (per repetition, 10), PAIRED_REPS (5), PAIRED_WARMUP (seconds, 10), PAIRED_PETS
  * (the table, 10,000); PAIRED_PROJECT_FLAGS and PAIRED_BASELINE_FLAGS give one server Node options
- * of its own (`--max-semi-space-size=8`), to try a runtime setting on one side. Run without --cpu-prof: under the profiler the difference it looks
- * for disappeared (BENCHMARKS.md). Then, per response, where each server's time went by thread and
- * kind, its page faults and context switches (proc-counters.ts).
+ * of its own (`--max-semi-space-size=8`), to try a runtime setting on one side. Run without
+ * --cpu-prof: under the profiler the difference it looks for disappeared (BENCHMARKS.md). Then, per
+ * response, where each server's time went by thread and kind, its page faults and context switches
+ * (proc-counters.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
