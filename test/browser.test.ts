@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { chromium, type Locator } from 'playwright-core';
 import t from 'tap';
 import { projectRoot } from '../src/paths.js';
 import type { Pet } from '../src/storage/types.js';
@@ -10,6 +10,13 @@ import { assertConforms, contract } from './helpers/contract.js';
 const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ENABLE = 'apt-get install -y chromium';
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+async function becomesVisible(locator: Locator): Promise<boolean> {
+  return locator.waitFor({ state: 'visible', timeout: 5_000 }).then(
+    () => true,
+    () => false,
+  );
+}
 
 async function docsInChromium(t: TapTest): Promise<void> {
   if (!t.ok(existsSync(executablePath), `a browser at ${executablePath} (install it with: ${ENABLE})`)) return;
@@ -71,7 +78,8 @@ async function docsInChromium(t: TapTest): Promise<void> {
   t.match(await getPet.getAttribute('class'), /\bopblock-deprecated\b/, 'getPet is shown deprecated');
   await getPet.locator('.opblock-summary').click();
   await getPet.getByText('Warning: Deprecated').waitFor();
-  t.ok(await getPet.getByText('to be removed on 5 December 2030').isVisible(), 'the sunset date is visible');
+  // The description is in the DOM before the opened block has its size: wait for it to be shown.
+  t.ok(await becomesVisible(getPet.getByText('to be removed on 5 December 2030')), 'the sunset date is visible');
 
   const authorize = page.locator('.scheme-container button.authorize');
   await authorize.click();
