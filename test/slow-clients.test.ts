@@ -1,6 +1,6 @@
-import { connect, type Socket } from 'node:net';
+import { connect, type Server, type Socket } from 'node:net';
 import t from 'tap';
-import { conformingFetch, listen, parseRawResponse, startApi } from './helpers/api.js';
+import { conformingFetch, listen, parseRawResponse, startApi, type Teardown } from './helpers/api.js';
 import { assertConforms } from './helpers/contract.js';
 
 interface RawExchange {
@@ -92,4 +92,67 @@ t.test('connections beyond MAX_CONNECTIONS are refused and the server keeps serv
   await new Promise((resolve) => setTimeout(resolve, 50));
   const after = await conformingFetch(new Request(`${origin}/v1/pets`, { headers: api.auth }));
   t.equal(after.status, 200, 'served again once connections are free');
+});
+
+/** A client that keeps its end open whatever it is told; `answer` is what came before the server's end. */
+function stubbornClient(t: Teardown, port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.write(request));
+    t.teardown(() => socket.destroy());
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.once('end', () => resolve(received));
+    socket.once('error', reject);
+  });
+}
+
+function openConnections(server: Server): Promise<number> {
+  return new Promise((resolve, reject) =>
+    server.getConnections((error, count) => (error === null ? resolve(count) : reject(error))),
+  );
+}
+
+t.test('a client that ignores an error answer and keeps its end open does not keep the connection', async (t) => {
+  const api = await startApi(t, { connections: { requestTimeoutMs: 1000, maxConnections: 4 } });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const bodyNeverSent =
+    'POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n{"n';
+  const stubborn = [
+    { what: 'malformed', request: 'HELLO\r\n\r\n', code: 'invalid_request', status: 400 },
+    {
+      what: 'headers too large',
+      request: `GET /v1/pets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      code: 'headers_too_large',
+      status: 431,
+    },
+    {
+      what: 'headers too slow',
+      request: 'POST /v1/pets HTTP/1.1\r\nHost: x\r\n',
+      code: 'request_timeout',
+      status: 408,
+    },
+    { what: 'no key, the body still to come', request: bodyNeverSent, code: 'unauthorized', status: 401 },
+  ];
+  const answers = await Promise.all(stubborn.map(({ request }) => stubbornClient(t, port, request)));
+  for (const [index, { what, code, status }] of stubborn.entries()) {
+    const response = parseRawResponse(answers[index] ?? '');
+    if (status === 408 || status === 401) assertConforms('POST', '/v1/pets', response);
+    t.equal(response.statusCode, status, what);
+    t.equal(response.json<{ code: string }>().code, code, `${what}: an Error body`);
+    t.equal(response.headers.connection, 'close', `${what}: the answer says the connection closes`);
+    t.equal(response.headers['x-content-type-options'], 'nosniff', `${what}: nosniff`);
+    t.match(response.headers['x-request-id'], /\S/, `${what}: a request id`);
+  }
+
+  // The server closes each connection itself, after a short wait for the client to read its answer.
+  const deadline = Date.now() + 10_000;
+  let open = await openConnections(api.app.server);
+  while (open > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    open = await openConnections(api.app.server);
+  }
+  t.equal(open, 0, 'no connection is left open, though every client kept its end open');
+  const after = await conformingFetch(new Request(`${origin}/v1/pets`, { headers: api.auth }));
+  t.equal(after.status, 200, 'MAX_CONNECTIONS is not used up by them');
 });

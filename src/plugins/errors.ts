@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type {
   FastifyError,
@@ -66,7 +68,20 @@ function describeValidation(error: FastifyError): string {
 }
 
 function send(reply: FastifyReply, error: ApiError): FastifyReply {
+  if (bodyStillToCome(reply.request)) reply.header('connection', 'close');
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+}
+
+/**
+ * Whether the request's body has not all arrived, as when it is refused from its headers (401,
+ * 404, 405, 413, 415). Its connection is then closed after the answer: kept open, Node would read
+ * and discard the rest of the body, however long, for the next request's sake.
+ */
+function bodyStillToCome(request: FastifyRequest): boolean {
+  const { headers, complete } = request.raw;
+  if (complete) return false;
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** An `onRequest` hook in either of fastify's styles: calling `done`, or returning a promise. */
@@ -121,15 +136,33 @@ export function unroutable(request: FastifyRequest, paths: PathTable): ApiError 
   });
 }
 
-/** Answers HTTP parse errors on the raw socket (no request object exists yet). */
+/**
+ * How long a connection is kept after a raw-socket answer, for the client to read it and close.
+ * Closing at once could reset the connection before the answer arrives (when unread bytes are
+ * left); waiting for the client without a bound would let a client that ignores the answer keep
+ * holding a connection, against MAX_CONNECTIONS and a graceful shutdown.
+ */
+export const CLIENT_ERROR_LINGER_MS = 1_000;
+
+/**
+ * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
+ * closes the connection once the client has or CLIENT_ERROR_LINGER_MS have passed.
+ */
 export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable || error.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
   const [status, body] = clientErrorResponse(error.code);
-  if (!socket.writable) return;
   const json = JSON.stringify(body);
   socket.end(
-    `HTTP/1.1 ${status} ${body.code}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${randomUUID()}\r\n` +
+      'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
+      json,
   );
+  const linger = setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
+  socket.once('close', () => clearTimeout(linger));
 }
 
 function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
