@@ -1,8 +1,17 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 
+/** A key anywhere in a URL (`?access_token=psk_…`, percent-encoded or not), up to the next delimiter. */
+const KEY_IN_URL = /psk(?:_|%5f)[^&#/?;]*/gi;
+
+/** The URL as logged: keys are sent only in `Authorization`, but a client may put one in the URL. */
+export function withoutKeys(url: string): string {
+  return url.replace(KEY_IN_URL, 'psk_[redacted]');
+}
+
 /**
  * One line per request, when it completes, instead of fastify's two. Only method, URL, status and
- * time are logged: never headers, so no `Authorization` value can reach a log.
+ * time are logged: never headers, so no `Authorization` value can reach a log, and the URL
+ * without any key sent in it.
  */
 export class RequestLog extends LogController {
   override incomingRequest(): void {
@@ -12,7 +21,7 @@ export class RequestLog extends LogController {
   override requestCompleted(error: Error | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const line = {
       method: request.method,
-      url: request.url,
+      url: withoutKeys(request.url),
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };

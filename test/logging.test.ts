@@ -30,6 +30,10 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     ],
     ['/pets', { headers: { authorization: `Bearer ${wrongKey}` } }],
     ['/pets', { headers: { authorization: basic } }],
+    // A key where none belongs, as clients of other APIs send them: still never logged.
+    [`/pets?limit=1&access_token=${key}`, {}],
+    [`/pets/${key}`, { headers: { authorization: `Bearer ${key}` } }],
+    [`/pets?api_key=${key.replace('_', '%5F')}`, {}],
   ];
   for (const [path, init] of traffic) await conformingFetch(new Request(`${server.baseUrl}${path}`, init));
   await server.stop();
@@ -39,6 +43,7 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     t.notOk(logs.includes(secret), `the logs never contain ${secret.slice(0, 8)}…`);
   }
   t.notMatch(logs, /authorization/i, 'nor any Authorization header');
+  t.ok(logs.includes('access_token=psk_[redacted]'), 'the URL of a request with a key in it is logged redacted');
   const requestLines = logs
     .split('\n')
     .filter((line) => line.startsWith('{'))
