@@ -30,8 +30,9 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
 
-  const issued = await ensureDevelopmentKey(storage.accounts);
   await app.listen({ host: config.host, port: config.port });
+  // Only once listening: a key issued by a start that then fails (port taken) is never shown.
+  const issued = await ensureDevelopmentKey(storage.accounts);
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -42,7 +43,10 @@ async function main(): Promise<void> {
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
   ];
-  if (issued !== undefined) {
+  if (issued === undefined) {
+    // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.
+    lines.push(`  a new key: DATABASE_URL='${config.databaseFile}' npx petstore keys create <account>`);
+  } else {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',
       `  curl -H 'Authorization: Bearer ${issued.key}' ${origin}${contract.basePath}/pets`,

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
@@ -48,6 +49,26 @@ t.test('npm start on an empty database prints where it serves and a working key'
   const afterRestart = await call(`${again.baseUrl}/pets`, { headers: auth });
   t.same(await afterRestart.json(), [pet], 'a restart keeps the data and the key');
   t.equal(await again.stop('SIGINT'), 0);
+});
+
+t.test('a start that cannot listen issues no key; the next one prints it', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'busy.db');
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => taken.close());
+  const { port } = taken.address() as AddressInfo;
+  await t.rejects(startServerProcess(t, { DATABASE_URL: databaseFile, PORT: String(port) }), /EADDRINUSE/);
+
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  t.ok(server.key, 'the key is printed by the first start that serves');
+  const listed = await call(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${server.key ?? ''}` } });
+  t.equal(listed.status, 200, 'and it works');
+  t.equal(await server.stop(), 0);
+
+  const again = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const hint = /a new key: (DATABASE_URL='[^']+') npx petstore keys create <account>/.exec(again.output());
+  t.ok(hint, 'a later start says how to get a key');
+  t.equal(hint?.[1], `DATABASE_URL='${databaseFile}'`, 'for the database it serves');
 });
 
 t.test('the server refuses to start on bad configuration, saying why', async (t) => {
