@@ -14,6 +14,7 @@ t.test('unknown paths are 404 Error bodies, with or without a key', async (t) =>
       t.equal(response.statusCode, 404, url);
       t.same(Object.keys(response.json<ErrorBody>()).sort(), ['code', 'message', 'status']);
       t.equal(response.json<ErrorBody>().code, 'not_found');
+      t.equal(response.headers['cache-control'], 'no-store', `${url}: not kept by caches`);
     }
   }
 });
@@ -33,6 +34,7 @@ t.test('a known path with another method is a 405 with Allow', async (t) => {
     const response = await api.request({ method, url, headers: api.auth });
     t.equal(response.statusCode, 405, `${method} ${url}`);
     t.equal(response.headers.allow, allow);
+    t.equal(response.headers['cache-control'], 'no-store', `${method} ${url}: not kept by caches`);
     if (method !== 'HEAD') t.equal(response.json<ErrorBody>().code, 'method_not_allowed');
   }
 });

@@ -69,6 +69,8 @@ function describeValidation(error: FastifyError): string {
 
 function send(reply: FastifyReply, error: ApiError): FastifyReply {
   if (bodyStillToCome(reply.request)) reply.header('connection', 'close');
+  // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
+  reply.header('cache-control', 'no-store');
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
