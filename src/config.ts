@@ -40,16 +40,21 @@ function wholeNumber(name: string, value: string | undefined, fallback: number, 
   return Number(value);
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const port = Number(env.PORT ?? '3000');
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`PORT must be an integer from 0 to 65535; got "${env.PORT}"`);
+/** Plain decimal only: `Number()` would also take `0x50` (port 80) or ` ` (any port). */
+function portFrom(value: string | undefined): number {
+  if (value === undefined || value === '') return 3000;
+  if (!/^(0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > 65535) {
+    throw new Error(`PORT must be an integer from 0 to 65535; got "${value}"`);
   }
+  return Number(value);
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: env.HOST ?? '127.0.0.1',
-    port,
+    port: portFrom(env.PORT),
     databaseFile: databaseFileFrom(env.DATABASE_URL),
-    logLevel: oneOf('LOG_LEVEL', env.LOG_LEVEL ?? 'info', LOG_LEVELS),
+    logLevel: oneOf('LOG_LEVEL', (env.LOG_LEVEL ?? 'info').toLowerCase(), LOG_LEVELS),
     rateLimit: {
       perMinute: wholeNumber('RATE_LIMIT_PER_MINUTE', env.RATE_LIMIT_PER_MINUTE, DEFAULT_RATE_LIMITS.perMinute, 0),
       authFailuresPerMinute: wholeNumber(

@@ -1,0 +1,18 @@
+import t from 'tap';
+import { loadConfig } from '../src/config.js';
+
+t.test('PORT is a plain decimal port; empty means the default', async (t) => {
+  t.equal(loadConfig({}).port, 3000);
+  t.equal(loadConfig({ PORT: '' }).port, 3000, 'an empty PORT is the default, not any free port');
+  t.equal(loadConfig({ PORT: '0' }).port, 0, '0 asks for any free port');
+  t.equal(loadConfig({ PORT: '65535' }).port, 65535);
+  for (const port of ['0x50', ' 80', '80 ', '1e3', '-1', '65536', '08', '3000.0', 'eighty']) {
+    t.throws(() => loadConfig({ PORT: port }), /PORT must be an integer from 0 to 65535/, `PORT="${port}" is refused`);
+  }
+});
+
+t.test('LOG_LEVEL and SQLITE_SYNCHRONOUS are taken in any case', async (t) => {
+  t.equal(loadConfig({ LOG_LEVEL: 'INFO' }).logLevel, 'info');
+  t.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'full' }).synchronous, 'FULL');
+  t.throws(() => loadConfig({ LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
+});
