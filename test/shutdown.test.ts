@@ -52,3 +52,20 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
   t.match(await listed.text(), /In flight/, 'and what it wrote is stored');
   await restarted.stop();
 });
+
+t.test('SIGTERM is not held up by a client that ignores an error answer and keeps its end open', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'stubborn.db');
+  await databaseWithKey(databaseFile);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const port = Number(new URL(server.baseUrl).port);
+  const stubborn = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => stubborn.write('HELLO\r\n\r\n'));
+  t.teardown(() => stubborn.destroy());
+  stubborn.on('error', () => undefined);
+  const answer = await new Promise<string>((resolve) => {
+    let received = '';
+    stubborn.on('data', (chunk) => (received += chunk.toString()));
+    stubborn.once('end', () => resolve(received));
+  });
+  t.match(answer, /^HTTP\/1\.1 400 /, 'the client got its answer and still keeps its end open');
+  t.equal(await server.stop('SIGTERM'), 0, 'the process exits 0 all the same');
+});
