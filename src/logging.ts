@@ -1,11 +1,12 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 
-/** A key anywhere in a URL (`?access_token=psk_…`, percent-encoded or not), up to the next delimiter. */
-const KEY_IN_URL = /psk(?:_|%5f)[^&#/?;]*/gi;
+/** A key anywhere in a URL (`?access_token=psk_…`, its `_` percent-encoded or not), up to the next delimiter. */
+const KEY_IN_URL = /psk(?:_|%5[fF])[^&#/?;]*/g;
 
 /** The URL as logged: keys are sent only in `Authorization`, but a client may put one in the URL. */
 export function withoutKeys(url: string): string {
-  return url.replace(KEY_IN_URL, 'psk_[redacted]');
+  // Every request is logged: the plain search spares nearly all of them the regular expression.
+  return url.includes('psk') ? url.replace(KEY_IN_URL, 'psk_[redacted]') : url;
 }
 
 /**
