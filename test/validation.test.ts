@@ -62,6 +62,12 @@ t.test('query integers must be canonical decimal integers within range', async (
     t.equal(response.statusCode, 400, `limit=${JSON.stringify(limit)}`);
     t.match(response.json<ErrorBody>().message, /^query\/limit /, 'the message names the parameter');
   }
+  const notDecimal = await api.request({ method: 'GET', url: '/v1/pets?limit=1e2', headers: api.auth });
+  t.equal(
+    notDecimal.json<ErrorBody>().message,
+    'query/limit must be an integer from 1 to 100 in plain decimal digits',
+    "the message gives the parameter's own range",
+  );
   const huge = await api.request({ method: 'GET', url: `/v1/pets?limit=${'9'.repeat(400)}`, headers: api.auth });
   t.equal(huge.statusCode, 400, 'an integer past 2^53 is not coerced to Infinity');
   t.match(huge.json<ErrorBody>().message, /^query\/limit /);

@@ -22,8 +22,14 @@ const parameterAjv = addFormats.default(new Ajv2020({ ...shared, coerceTypes: tr
 /** A canonical decimal integer: no sign but `-`, no leading zeros, no exponent, no fraction. */
 const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/;
 
+interface IntegerSchema {
+  type?: unknown;
+  minimum?: number;
+  maximum?: number;
+}
+
 interface ObjectSchema {
-  properties?: Record<string, { type?: unknown }>;
+  properties?: Record<string, IntegerSchema>;
 }
 
 /** Past 2^53 a decimal string no longer names one number (and 1e309 digits coerce to Infinity). */
@@ -31,20 +37,22 @@ function isCanonicalSafeInteger(value: unknown): boolean {
   return typeof value === 'string' && CANONICAL_INTEGER.test(value) && Number.isSafeInteger(Number(value));
 }
 
-function integerFields(schema: FastifySchema): string[] {
+/** Each integer parameter, with the error for a value that is not one: it states the range. */
+function integerFields(schema: FastifySchema): [string, ErrorObject][] {
   const properties = (schema as ObjectSchema).properties ?? {};
   return Object.entries(properties)
     .filter(([, property]) => property.type === 'integer')
-    .map(([name]) => name);
+    .map(([name, property]) => [name, nonCanonical(name, property)]);
 }
 
-function nonCanonical(field: string): ErrorObject {
+function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): ErrorObject {
+  const range = `${minimum ?? '-(2^53 - 1)'} to ${maximum ?? '2^53 - 1'}`;
   return {
     keyword: 'type',
     instancePath: `/${field}`,
     schemaPath: `#/properties/${field}/type`,
     params: { type: 'integer' },
-    message: 'must be a canonical decimal integer from -(2^53 - 1) to 2^53 - 1',
+    message: `must be an integer from ${range} in plain decimal digits`,
   };
 }
 
@@ -56,10 +64,10 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
   const validateSchema = parameterAjv.compile(schema);
   const integers = integerFields(schema);
   const validate = (data: Record<string, unknown> | null): boolean => {
-    for (const field of integers) {
+    for (const [field, notAnInteger] of integers) {
       const value = data?.[field];
       if (value !== undefined && !isCanonicalSafeInteger(value)) {
-        validate.errors = [nonCanonical(field)];
+        validate.errors = [{ ...notAnInteger }];
         return false;
       }
     }
