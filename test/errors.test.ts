@@ -90,6 +90,19 @@ t.test('body limits, media types and malformed JSON answer with Error bodies and
     t.equal(response.statusCode, status, what);
     t.equal(response.json<ErrorBody>().code, code, what);
   }
+  const messages: [string, string, string | RegExp][] = [
+    ['truncated JSON', '{"name":', /^Body is not valid JSON: \S/],
+    ['an empty body', '', 'Body is empty but Content-Type is application/json'],
+    [
+      '__proto__',
+      '{"name":"x","categoryId":1,"__proto__":{"admin":true}}',
+      'Body may not hold a "__proto__" key, nor "constructor" with "prototype"',
+    ],
+  ];
+  for (const [what, payload, message] of messages) {
+    const response = await api.request({ method: 'POST', url: '/v1/pets', headers: { ...api.auth, ...json }, payload });
+    t.match(response.json<ErrorBody>().message, message, `${what}: the message says what is wrong`);
+  }
   const latin1 = await api.request({
     method: 'POST',
     url: '/v1/pets',

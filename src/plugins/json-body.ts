@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 
@@ -37,6 +37,20 @@ export function duplicateKey(json: string): string | undefined {
   return undefined;
 }
 
+function isRefusedJson(error: Error): boolean {
+  return (error as FastifyError).code === 'FST_ERR_CTP_INVALID_JSON_BODY';
+}
+
+/** fastify's parser says only that it refused a body: it is not JSON, or it is JSON that could pollute prototypes. */
+function whyRefused(text: string): ApiError {
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    return new ApiError(400, 'malformed_json', `Body is not valid JSON: ${(error as Error).message}`);
+  }
+  return new ApiError(400, 'malformed_json', 'Body may not hold a "__proto__" key, nor "constructor" with "prototype"');
+}
+
 /**
  * Bodies are JSON and nothing else. fastify's parser is kept (it rejects `__proto__` and
  * `constructor.prototype`), after two checks it lacks: bytes that are not UTF-8 would become
@@ -53,8 +67,12 @@ async function jsonBodyPlugin(app: FastifyInstance): Promise<void> {
     const text = body.toString('utf8');
     // The default parser answers through the callback; it returns nothing to await.
     void parse(request, text, (error: Error | null, value?: unknown) => {
-      const repeated = error === null ? duplicateKey(text) : undefined;
-      if (repeated === undefined) done(error, value);
+      if (error !== null) {
+        done(isRefusedJson(error) ? whyRefused(text) : error, undefined);
+        return;
+      }
+      const repeated = duplicateKey(text);
+      if (repeated === undefined) done(null, value);
       else done(new ApiError(400, 'malformed_json', `Body has the key "${repeated}" more than once`), undefined);
     });
   });
