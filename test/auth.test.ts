@@ -37,6 +37,15 @@ t.test('a missing or non-Bearer Authorization is a 401 with the plain challenge'
   await expectUnauthorized(t, api, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, REALM, 'Basic');
   await expectUnauthorized(t, api, { authorization: api.key }, REALM, 'a key without a scheme');
   await expectUnauthorized(t, api, { authorization: 'Bearer' }, REALM, 'Bearer without a token');
+  const messages: [Record<string, string>, string][] = [
+    [{}, 'Missing API key: send Authorization: Bearer <key>'],
+    [{ authorization: 'Bearer ' }, 'Missing API key: send Authorization: Bearer <key>'],
+    [{ authorization: 'Basic YTpi' }, 'Authorization must use the Bearer scheme: Bearer <key>'],
+  ];
+  for (const [headers, message] of messages) {
+    const response = await api.request({ method: 'GET', url: '/v1/pets', headers });
+    t.equal(response.json<ErrorBody>().message, message, `${JSON.stringify(headers)}: the message says what to send`);
+  }
 });
 
 t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"', async (t) => {

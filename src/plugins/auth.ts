@@ -19,12 +19,17 @@ function unauthorized(message: string, tokenSent: boolean): ApiError {
   return new ApiError(401, 'unauthorized', message, { 'www-authenticate': challenge });
 }
 
+// Node trims header values, so `Bearer ` with no token arrives as `Bearer`.
+const BEARER_ALONE = /^bearer *$/i;
+
 /** The token of `Authorization: Bearer <token>`, or the 401 for a header that is missing or not that. */
 function bearerToken(header: string | undefined): string | ApiError {
-  if (header === undefined || header === '') {
+  const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
+  if (token !== undefined) return token;
+  if (header === undefined || header === '' || BEARER_ALONE.test(header)) {
     return unauthorized('Missing API key: send Authorization: Bearer <key>', false);
   }
-  return BEARER.exec(header)?.[1] ?? unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
+  return unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
 }
 
 /**
