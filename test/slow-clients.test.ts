@@ -1,6 +1,15 @@
 import { connect, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, listen, parseRawResponse, startApi, type Teardown } from './helpers/api.js';
+import {
+  conformingFetch,
+  listen,
+  parseRawResponse,
+  startApi,
+  temporaryDirectory,
+  type Teardown,
+} from './helpers/api.js';
+import { databaseWithKey, startServerProcess } from './helpers/process.js';
 import { assertConforms } from './helpers/contract.js';
 
 interface RawExchange {
@@ -155,4 +164,65 @@ t.test('a client that ignores an error answer and keeps its end open does not ke
   t.equal(open, 0, 'no connection is left open, though every client kept its end open');
   const after = await conformingFetch(new Request(`${origin}/v1/pets`, { headers: api.auth }));
   t.equal(after.status, 200, 'MAX_CONNECTIONS is not used up by them');
+});
+
+/** Writes a whole request before reading anything, as Node's http and Python's http.client do. */
+function sendThenRead(port: number, head: string, bodyBytes: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(head);
+      socket.end(Buffer.alloc(bodyBytes, 'x'));
+    });
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('close', () => resolve(received));
+    // A reset (EPIPE, ECONNRESET) ends the exchange with whatever arrived before it.
+    socket.on('error', () => undefined);
+  });
+}
+
+t.test('a client still sending a large body gets the refusal decided from its headers', async (t) => {
+  // A server process of its own: in this process the client would read the answer before the reset.
+  const databaseFile = join(temporaryDirectory(t), 'large-bodies.db');
+  const key = await databaseWithKey(databaseFile);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseFile, AUTH_FAILURES_PER_MINUTE: '0' });
+  const port = Number(new URL(server.baseUrl).port);
+  const size = 8 * 1024 * 1024;
+  const post = (path: string, headers: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`;
+  const cases = [
+    { what: 'no key', head: post('/v1/pets', ''), status: 401 },
+    { what: 'no such path', head: post('/v1/nope', ''), status: 404 },
+    { what: 'over the limit', head: post('/v1/pets', `Authorization: Bearer ${key}\r\n`), status: 413 },
+  ];
+  for (const { what, head, status } of cases) {
+    for (let attempt = 1; attempt <= 3; attempt += 1) {
+      const response = parseRawResponse(await sendThenRead(port, head, size));
+      if (status !== 404) assertConforms('POST', '/v1/pets', response);
+      t.equal(response.statusCode, status, `${what} (${attempt})`);
+      t.equal(response.headers.connection, 'close', `${what}: the connection closes after it`);
+    }
+  }
+  const listed = await conformingFetch(
+    new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }),
+  );
+  t.same(await listed.json(), [], 'nothing was stored');
+});
+
+t.test('a refused request whose small body has arrived keeps its connection', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const body = '{"name":"Rex","categoryId":1}';
+  const refused = (path: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  for (const [what, request] of [
+    ['401', refused('/v1/pets')],
+    ['404', refused('/v1/nope')],
+  ] as const) {
+    const raw = await rawConnection(Number(new URL(origin).port));
+    raw.socket.write(`${request}GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    const { received } = await raw.closed;
+    const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1]);
+    t.same(statuses, [what, '200'], `after the ${what}, the next request on the connection is answered`);
+  }
 });

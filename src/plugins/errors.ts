@@ -68,22 +68,50 @@ function describeValidation(error: FastifyError): string {
 }
 
 function send(reply: FastifyReply, error: ApiError): FastifyReply {
-  if (bodyStillToCome(reply.request)) reply.header('connection', 'close');
+  if (largeBodyToCome(reply.request)) {
+    reply.header('connection', 'close');
+    closeLingeringAfterAnswer(reply.request.raw.socket);
+  }
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
   return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
 /**
- * Whether the request's body has not all arrived, as when it is refused from its headers (401,
- * 404, 405, 413, 415). Its connection is then closed after the answer: kept open, Node would read
- * and discard the rest of the body, however long, for the next request's sake.
+ * Whether a request refused from its headers (401, 404, 405, 413, 415) may still have more than the
+ * body limit, or a body of unknown length, on its way. Node would read and discard all of it to
+ * keep the connection; such a connection is closed instead. A smaller body is read and dropped, which
+ * costs little and keeps the connection.
  */
-function bodyStillToCome(request: FastifyRequest): boolean {
+function largeBodyToCome(request: FastifyRequest): boolean {
   const { headers, complete } = request.raw;
   if (complete) return false;
-  const length = headers['content-length'];
-  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  if (headers['transfer-encoding'] !== undefined) return true;
+  return Number(headers['content-length']) > request.routeOptions.bodyLimit;
+}
+
+/**
+ * How long a connection is kept after its closing answer, for the client to read it and close.
+ * Closing at once while the client is still sending makes the kernel reset the connection, and a
+ * client that reads only after sending (Node's http, Python's http.client) loses the answer;
+ * waiting without a bound would let a client that ignores the answer hold the connection, against
+ * MAX_CONNECTIONS and a graceful shutdown.
+ */
+export const CLOSE_LINGER_MS = 1_000;
+
+/** Ends the connection (the client sees the end after the answer) and closes it once the client has or the linger is over. */
+function closeLingering(socket: Socket): void {
+  if (!socket.writableEnded) socket.end();
+  const linger = setTimeout(() => socket.destroy(), CLOSE_LINGER_MS);
+  socket.once('close', () => clearTimeout(linger));
+}
+
+/**
+ * Node closes a `Connection: close` connection with `destroySoon` once the answer is written, at
+ * once; this socket closes lingering instead, while Node reads and drops what the client still sends.
+ */
+function closeLingeringAfterAnswer(socket: Socket): void {
+  socket.destroySoon = () => closeLingering(socket);
 }
 
 /** An `onRequest` hook in either of fastify's styles: calling `done`, or returning a promise. */
@@ -139,16 +167,8 @@ export function unroutable(request: FastifyRequest, paths: PathTable): ApiError 
 }
 
 /**
- * How long a connection is kept after a raw-socket answer, for the client to read it and close.
- * Closing at once could reset the connection before the answer arrives (when unread bytes are
- * left); waiting for the client without a bound would let a client that ignores the answer keep
- * holding a connection, against MAX_CONNECTIONS and a graceful shutdown.
- */
-export const CLIENT_ERROR_LINGER_MS = 1_000;
-
-/**
  * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
- * closes the connection once the client has or CLIENT_ERROR_LINGER_MS have passed.
+ * closes the connection, lingering.
  */
 export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
@@ -157,14 +177,13 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   }
   const [status, body] = clientErrorResponse(error.code);
   const json = JSON.stringify(body);
-  socket.end(
+  socket.write(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${randomUUID()}\r\n` +
       'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
       json,
   );
-  const linger = setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
-  socket.once('close', () => clearTimeout(linger));
+  closeLingering(socket);
 }
 
 function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
