@@ -1,12 +1,16 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 
-/** A key anywhere in a URL (`?access_token=psk_…`, its `_` percent-encoded or not), up to the next delimiter. */
-const KEY_IN_URL = /psk(?:_|%5[fF])[^&#/?;]*/g;
+/**
+ * What may be an API key in a URL: 43 or more URL-safe characters in a row, any of them
+ * percent-encoded (once or twice). A key is `psk_` and 43 such characters, however a client encodes it.
+ */
+const KEY_LIKE_IN_URL = /(?:[A-Za-z0-9_-]|%(?:25)?[0-9A-Fa-f]{2}){43,}/g;
+const SHORTEST_KEY_LIKE = 43;
 
 /** The URL as logged: keys are sent only in `Authorization`, but a client may put one in the URL. */
 export function withoutKeys(url: string): string {
-  // Every request is logged: the plain search spares nearly all of them the regular expression.
-  return url.includes('psk') ? url.replace(KEY_IN_URL, 'psk_[redacted]') : url;
+  // Every request is logged, and nearly every URL is too short to hold a key.
+  return url.length < SHORTEST_KEY_LIKE ? url : url.replace(KEY_LIKE_IN_URL, '[redacted]');
 }
 
 /**

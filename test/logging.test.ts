@@ -3,6 +3,11 @@ import t from 'tap';
 import { conformingFetch, temporaryDirectory } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
+/** Every character as %XX: a form of the key no plain search finds. */
+function percentEncoded(text: string): string {
+  return [...Buffer.from(text)].map((byte) => `%${byte.toString(16).padStart(2, '0')}`).join('');
+}
+
 t.test('logs carry no key and no Authorization value, and tie every line to its request', async (t) => {
   const databaseFile = join(temporaryDirectory(t), 'logs.db');
   const key = await databaseWithKey(databaseFile);
@@ -34,16 +39,19 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     [`/pets?limit=1&access_token=${key}`, {}],
     [`/pets/${key}`, { headers: { authorization: `Bearer ${key}` } }],
     [`/pets?api_key=${key.replace('_', '%5F')}`, {}],
+    [`/pets?t=${key.replace('p', '%70')}`, {}],
+    [`/pets?t=${key.replace('_', '%255F')}`, {}],
+    [`/pets?t=${percentEncoded(key)}`, {}],
   ];
   for (const [path, init] of traffic) await conformingFetch(new Request(`${server.baseUrl}${path}`, init));
   await server.stop();
 
   const logs = server.output();
-  for (const secret of [key, wrongKey, key.slice(4), 'hunter2', basic.slice(6)]) {
+  for (const secret of [key, wrongKey, key.slice(4), percentEncoded(key.slice(4)), 'hunter2', basic.slice(6)]) {
     t.notOk(logs.includes(secret), `the logs never contain ${secret.slice(0, 8)}…`);
   }
   t.notMatch(logs, /authorization/i, 'nor any Authorization header');
-  t.ok(logs.includes('access_token=psk_[redacted]'), 'the URL of a request with a key in it is logged redacted');
+  t.ok(logs.includes('"url":"/v1/pets?limit=1&access_token=[redacted]"'), 'a URL with a key in it is logged redacted');
   const requestLines = logs
     .split('\n')
     .filter((line) => line.startsWith('{'))
