@@ -25,11 +25,23 @@ export function databaseFileFrom(url: string | undefined): string {
   return path === ':memory:' ? path : resolve(path);
 }
 
-function oneOf<T extends string>(name: string, value: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(value)) {
+/** An unset or empty variable is its default: `HOST=` must not mean every interface. */
+function setting(value: string | undefined, fallback: string): string {
+  return value === undefined || value === '' ? fallback : value;
+}
+
+/** One of `allowed`, in any case (`normalise` gives the allowed spelling). */
+function oneOf<T extends string>(
+  name: string,
+  value: string,
+  allowed: readonly T[],
+  normalise: (value: string) => string,
+): T {
+  const normal = normalise(value);
+  if (!(allowed as readonly string[]).includes(normal)) {
     throw new Error(`${name} must be one of ${allowed.join(', ')}; got "${value}"`);
   }
-  return value as T;
+  return normal as T;
 }
 
 function wholeNumber(name: string, value: string | undefined, fallback: number, min: 0 | 1): number {
@@ -51,10 +63,10 @@ function portFrom(value: string | undefined): number {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
-    host: env.HOST ?? '127.0.0.1',
+    host: setting(env.HOST, '127.0.0.1'),
     port: portFrom(env.PORT),
     databaseFile: databaseFileFrom(env.DATABASE_URL),
-    logLevel: oneOf('LOG_LEVEL', (env.LOG_LEVEL ?? 'info').toLowerCase(), LOG_LEVELS),
+    logLevel: oneOf('LOG_LEVEL', setting(env.LOG_LEVEL, 'info'), LOG_LEVELS, (value) => value.toLowerCase()),
     rateLimit: {
       perMinute: wholeNumber('RATE_LIMIT_PER_MINUTE', env.RATE_LIMIT_PER_MINUTE, DEFAULT_RATE_LIMITS.perMinute, 0),
       authFailuresPerMinute: wholeNumber(
@@ -74,6 +86,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
-    synchronous: oneOf('SQLITE_SYNCHRONOUS', (env.SQLITE_SYNCHRONOUS ?? 'NORMAL').toUpperCase(), SYNCHRONOUS_MODES),
+    synchronous: oneOf('SQLITE_SYNCHRONOUS', setting(env.SQLITE_SYNCHRONOUS, 'NORMAL'), SYNCHRONOUS_MODES, (value) =>
+      value.toUpperCase(),
+    ),
   };
 }

@@ -16,3 +16,11 @@ t.test('LOG_LEVEL and SQLITE_SYNCHRONOUS are taken in any case', async (t) => {
   t.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'full' }).synchronous, 'FULL');
   t.throws(() => loadConfig({ LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
 });
+
+t.test('an empty variable is its default, never something wider', async (t) => {
+  const config = loadConfig({ HOST: '', LOG_LEVEL: '', SQLITE_SYNCHRONOUS: '', PORT: '' });
+  t.equal(config.host, '127.0.0.1', 'HOST= is loopback, not every interface');
+  t.equal(config.logLevel, 'info');
+  t.equal(config.synchronous, 'NORMAL');
+  t.throws(() => loadConfig({ LOG_LEVEL: 'LOUD' }), /got "LOUD"/, 'an error quotes the value as set');
+});
