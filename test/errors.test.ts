@@ -256,6 +256,40 @@ t.test("malformed URLs and raw HTTP garbage get Error bodies, never fastify's sh
   t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
 });
 
+t.test('requests pipelined before one that cannot be parsed are answered, and only they', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const create = (name: string) => {
+    const body = JSON.stringify({ name, categoryId: 1 });
+    return (
+      `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+    );
+  };
+  const raw = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(new URL(origin).port), '127.0.0.1', () =>
+      socket.write(`${create('First')}${create('Second')}HELLO\r\n\r\n`),
+    );
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('end', () => resolve(received));
+    socket.on('error', reject);
+  });
+  const answers = raw.split(/(?=HTTP\/1\.1 )/);
+  t.same(
+    answers.map((answer) => answer.slice(0, 12)),
+    ['HTTP/1.1 201', 'HTTP/1.1 201'],
+    'two creates, two answers, nothing a client would take for theirs',
+  );
+  const names = answers.map((answer) => {
+    const response = parseRawResponse(answer);
+    assertConforms('POST', '/v1/pets', response);
+    return response.json<{ name: string }>().name;
+  });
+  t.same(names, ['First', 'Second'], 'in order');
+  t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 2, 'each pet was created once');
+});
+
 t.test(
   'every response carries a request id (echoed when sane) and nosniff; API responses are not cached',
   async (t) => {

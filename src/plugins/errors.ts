@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type {
   FastifyError,
@@ -166,6 +166,31 @@ export function unroutable(request: FastifyRequest, paths: PathTable): ApiError 
   });
 }
 
+/** Node's own handler reads this too: the response a connection is writing, if any. */
+function responseOnItsWay(socket: Socket): ServerResponse | undefined {
+  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+}
+
+/**
+ * Whether earlier requests on the connection, which arrived whole, are still being answered (an
+ * incomplete one is the request that failed). An answer written now would come first and be taken
+ * as theirs.
+ */
+function answersOnTheirWay(socket: Socket): boolean {
+  return responseOnItsWay(socket)?.req.complete === true;
+}
+
+/** Lets every answer on its way finish, then closes: what could not be parsed gets no answer. */
+function closeAfterAnswers(socket: Socket): void {
+  const response = responseOnItsWay(socket);
+  if (response === undefined || response.writableFinished) {
+    closeLingering(socket);
+    return;
+  }
+  // Node hands the connection to the next queued response as this one finishes.
+  response.once('finish', () => closeAfterAnswers(socket));
+}
+
 /**
  * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
  * closes the connection, lingering.
@@ -173,6 +198,10 @@ export function unroutable(request: FastifyRequest, paths: PathTable): ApiError 
 export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
+    return;
+  }
+  if (answersOnTheirWay(socket)) {
+    closeAfterAnswers(socket);
     return;
   }
   const [status, body] = clientErrorResponse(error.code);
