@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Locator } from 'playwright-core';
+import { chromium, errors, type Locator } from 'playwright-core';
 import t from 'tap';
 import { projectRoot } from '../src/paths.js';
 import type { Pet } from '../src/storage/types.js';
@@ -11,10 +11,14 @@ const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ENABLE = 'apt-get install -y chromium';
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
+/** Waits for the locator to be shown; false only on a timeout (a locator matching twice still throws). */
 async function becomesVisible(locator: Locator): Promise<boolean> {
   return locator.waitFor({ state: 'visible', timeout: 5_000 }).then(
     () => true,
-    () => false,
+    (error: unknown) => {
+      if (error instanceof errors.TimeoutError) return false;
+      throw error;
+    },
   );
 }
 
