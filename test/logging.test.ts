@@ -1,7 +1,19 @@
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, temporaryDirectory } from './helpers/api.js';
+import { conformingFetch, parseRawResponse, temporaryDirectory } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
+
+/** Writes `request` on a connection of its own and returns everything answered until the server's end. */
+function exchange(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('end', () => resolve(received));
+    socket.on('error', reject);
+  });
+}
 
 /** Every character as %XX: a form of the key no plain search finds. */
 function percentEncoded(text: string): string {
@@ -44,6 +56,7 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     [`/pets?t=${percentEncoded(key)}`, {}],
   ];
   for (const [path, init] of traffic) await conformingFetch(new Request(`${server.baseUrl}${path}`, init));
+  const unparsable = parseRawResponse(await exchange(Number(new URL(server.baseUrl).port), 'HELLO\r\n\r\n'));
   await server.stop();
 
   const logs = server.output();
@@ -62,5 +75,11 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
   t.ok(
     requests.some((line) => line.reqId === 'trace-me' && line.statusCode === 201),
     'a sent X-Request-Id is the reqId',
+  );
+  const notParsed = requestLines.filter((line) => line.msg === 'request not parsed');
+  t.same(
+    notParsed.map(({ reqId, statusCode }) => ({ reqId, statusCode })),
+    [{ reqId: unparsable.headers['x-request-id'], statusCode: 400 }],
+    "a request that could not be parsed has a line with its answer's X-Request-Id",
   );
 });

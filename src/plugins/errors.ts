@@ -195,20 +195,27 @@ function closeAfterAnswers(socket: Socket): void {
  * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
  * closes the connection, lingering.
  */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }
   if (answersOnTheirWay(socket)) {
+    this.log.info(
+      { code: error.code },
+      'unparsable request after others on the connection: closed after their answers',
+    );
     closeAfterAnswers(socket);
     return;
   }
   const [status, body] = clientErrorResponse(error.code);
   const json = JSON.stringify(body);
+  // No request object exists, so no request line: this one ties the answer's X-Request-Id to the log.
+  const reqId = randomUUID();
+  this.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
   socket.write(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${randomUUID()}\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${reqId}\r\n` +
       'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
       json,
   );
