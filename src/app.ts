@@ -5,6 +5,7 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
   type onRequestHookHandler,
+  type preParsingHookHandler,
   type RouteOptions,
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
@@ -64,6 +65,14 @@ function requestId(request: IncomingMessage): string {
 const standardHeaders: onRequestHookHandler = (request, reply, done) => {
   reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff');
   done();
+};
+
+const EXPECT_CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/** Sends `100 Continue` to a client waiting for it, once the hooks have let its body be read. */
+const continueBeforeBody: preParsingHookHandler = (request, reply, payload, done) => {
+  if (EXPECT_CONTINUE.test(request.headers.expect ?? '')) reply.raw.writeContinue();
+  done(null, payload);
 };
 
 /** On API responses: they are per-key and change, so no cache may keep them. */
@@ -151,6 +160,11 @@ export async function buildApp({
   });
 
   app.server.maxConnections = connections.maxConnections;
+  // Node would answer `Expect: 100-continue` with a 100 before any hook runs, inviting a body that
+  // authentication may refuse (continueBeforeBody sends it once the body is wanted), and any other
+  // expectation with an empty 417. Both are served as requests like any other.
+  app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
+  app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
   app.addHook('onRequest', standardHeaders);
   await app.register(framing);
   await app.register(errors, { paths });
@@ -190,9 +204,10 @@ export async function buildApp({
           if (limits.perKey !== undefined) onRequest.push(limits.perKey);
         }
         operationHooks.set(operationId, onRequest);
+        const preParsing = operation.takesBody ? [continueBeforeBody] : [];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
-        return { handler, onRequest } as unknown as RouteOptions;
+        return { handler, onRequest, preParsing } as unknown as RouteOptions;
       },
     });
   });

@@ -16,6 +16,8 @@ export interface ContractOperation {
   /** Security schemes that accept a request (empty: no authentication). */
   securitySchemes: string[];
   deprecated: boolean;
+  /** Whether the operation declares a request body. */
+  takesBody: boolean;
 }
 
 export interface ValidatedContract {
@@ -132,6 +134,7 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
         path,
         securitySchemes: security.flatMap((requirement) => Object.keys(requirement)),
         deprecated: operation.deprecated === true,
+        takesBody: operation.requestBody !== undefined,
       });
     }
   }

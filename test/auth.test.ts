@@ -1,7 +1,9 @@
+import { connect } from 'node:net';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { ErrorBody } from '../src/errors.js';
-import { startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { listen, parseRawResponse, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { assertConforms } from './helpers/contract.js';
 
 const REALM = 'Bearer realm="petstore"';
 const INVALID_TOKEN = 'Bearer realm="petstore", error="invalid_token"';
@@ -122,6 +124,46 @@ t.test('authentication runs before the body is read or anything is validated', a
   t.equal(badQuery.statusCode, 401, 'an invalid query without a key is a 401');
   const badId = await api.request({ method: 'GET', url: '/v1/pets/abc' });
   t.equal(badId.statusCode, 401, 'an invalid petId without a key is a 401');
+});
+
+/** Sends the head of a request, then `body` once a 100 Continue has come; resolves with all answered. */
+function expectContinue(port: number, head: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(head));
+    let received = '';
+    socket.on('data', (chunk) => {
+      received += chunk.toString();
+      if (received === 'HTTP/1.1 100 Continue\r\n\r\n') socket.end(body);
+    });
+    socket.on('close', () => resolve(received));
+    socket.on('error', reject);
+  });
+}
+
+t.test('Expect: 100-continue gets the 100 only once authentication has passed', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const body = '{"name":"Expected","categoryId":1}';
+  const head = (authorization: string) =>
+    `POST /v1/pets HTTP/1.1\r\nHost: x\r\n${authorization}Content-Type: application/json\r\n` +
+    `Content-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`;
+
+  const refused = await expectContinue(port, head(''), body);
+  t.match(refused, /^HTTP\/1\.1 401 /, 'without a key: the 401, with no 100 inviting the body first');
+  assertConforms('POST', '/v1/pets', parseRawResponse(refused));
+
+  const accepted = await expectContinue(port, head(`Authorization: ${api.auth.authorization}\r\n`), body);
+  t.match(accepted, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, 'with a key: the 100, then the 201');
+  assertConforms('POST', '/v1/pets', parseRawResponse(accepted.slice(accepted.indexOf('\r\n\r\n') + 4)));
+  t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 1, 'the pet was created once');
+
+  const other = await expectContinue(
+    port,
+    `GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\nExpect: something-else\r\nConnection: close\r\n\r\n`,
+    '',
+  );
+  t.match(other, /^HTTP\/1\.1 200 /, 'another expectation is ignored, not an undeclared 417');
 });
 
 t.test('keys are stored only as SHA-256 hashes', async (t) => {
