@@ -71,8 +71,11 @@ t.test('query integers must be canonical decimal integers within range', async (
   const huge = await api.request({ method: 'GET', url: `/v1/pets?limit=${'9'.repeat(400)}`, headers: api.auth });
   t.equal(huge.statusCode, 400, 'an integer past 2^53 is not coerced to Infinity');
   t.match(huge.json<ErrorBody>().message, /^query\/limit /);
-  const repeated = await api.request({ method: 'GET', url: '/v1/pets?limit=5&limit=6', headers: api.auth });
-  t.equal(repeated.statusCode, 400, 'a repeated limit is not silently resolved');
+  for (const query of ['limit=5&limit=6', 'status=sold&status=pending', 'cursor=a&cursor=b']) {
+    const repeated = await api.request({ method: 'GET', url: `/v1/pets?${query}`, headers: api.auth });
+    t.equal(repeated.statusCode, 400, `${query}: a repeated parameter is not silently resolved`);
+    t.equal(repeated.json<ErrorBody>().message, `query/${query.split('=')[0]} must be given once`);
+  }
   for (const limit of ['1', '100']) {
     const response = await api.request({ method: 'GET', url: `/v1/pets?limit=${limit}`, headers: api.auth });
     t.equal(response.statusCode, 200, `limit=${limit} is within 1..100`);

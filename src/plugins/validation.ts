@@ -56,6 +56,17 @@ function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): Error
   };
 }
 
+/** A repeated parameter (`?limit=5&limit=6`) arrives as an array: no schema here takes one. */
+function givenTwice(field: string): ErrorObject {
+  return {
+    keyword: 'type',
+    instancePath: `/${field}`,
+    schemaPath: `#/properties/${field}/type`,
+    params: {},
+    message: 'must be given once',
+  };
+}
+
 /**
  * Ajv's coercion accepts `1e2`, `+3` and ` 7` as integers, and a repeated parameter arrives as an
  * array; the contract's integers are canonical decimal strings only, so check before coercing.
@@ -67,13 +78,18 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
     for (const [field, notAnInteger] of integers) {
       const value = data?.[field];
       if (value !== undefined && !isCanonicalSafeInteger(value)) {
-        validate.errors = [{ ...notAnInteger }];
+        validate.errors = [Array.isArray(value) ? givenTwice(field) : { ...notAnInteger }];
         return false;
       }
     }
-    const valid = validateSchema(data);
-    validate.errors = validateSchema.errors ?? null;
-    return valid;
+    if (validateSchema(data)) {
+      validate.errors = null;
+      return true;
+    }
+    const errors = validateSchema.errors ?? [];
+    const field = errors[0]?.instancePath.slice(1) ?? '';
+    validate.errors = Array.isArray(data?.[field]) ? [givenTwice(field)] : errors;
+    return false;
   };
   validate.errors = null as ErrorObject[] | null;
   return validate as FastifyValidationResult;
