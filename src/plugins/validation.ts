@@ -82,13 +82,15 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
         return false;
       }
     }
+    // Ajv's validator is a type guard; its narrowing of `data` would hide that data may be null.
+    const given: Record<string, unknown> | null = data;
     if (validateSchema(data)) {
       validate.errors = null;
       return true;
     }
     const errors = validateSchema.errors ?? [];
-    const field = errors[0]?.instancePath.slice(1) ?? '';
-    validate.errors = Array.isArray(data?.[field]) ? [givenTwice(field)] : errors;
+    const field = errors.at(0)?.instancePath.slice(1) ?? '';
+    validate.errors = Array.isArray(given?.[field]) ? [givenTwice(field)] : errors;
     return false;
   };
   validate.errors = null as ErrorObject[] | null;
