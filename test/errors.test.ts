@@ -1,7 +1,6 @@
-import { connect } from 'node:net';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
-import { listen, parseRawResponse, startApi } from './helpers/api.js';
+import { listen, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
 import { assertConforms } from './helpers/contract.js';
 
 const json = { 'content-type': 'application/json' };
@@ -182,14 +181,7 @@ t.test('a missing or repeated Host, or a repeated single-value header, is a 400 
       `GET /v1/pets HTTP/1.1\r\nHost: a\r\nIdempotency-Key: k1\r\nAuthorization: ${api.auth.authorization}\r\nidempotency-key: k2\r\n`,
     ],
   ];
-  const send = (head: string) =>
-    new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () => socket.write(`${head}Connection: close\r\n\r\n`));
-      let received = '';
-      socket.on('data', (chunk) => (received += chunk.toString()));
-      socket.on('end', () => resolve(received));
-      socket.on('error', reject);
-    });
+  const send = (head: string) => rawExchange(Number(port), `${head}Connection: close\r\n\r\n`);
   for (const [what, head] of cases) {
     const response = parseRawResponse(await send(head));
     assertConforms('GET', '/v1/pets', response);
@@ -244,13 +236,7 @@ t.test("malformed URLs and raw HTTP garbage get Error bodies, never fastify's sh
 
   const { origin } = await listen(t, api);
   const { port } = new URL(origin);
-  const raw = await new Promise<string>((resolve, reject) => {
-    const socket = connect(Number(port), '127.0.0.1', () => socket.write('GARBAGE / HTTP/1.1\r\n\r\n'));
-    let received = '';
-    socket.on('data', (chunk) => (received += chunk.toString()));
-    socket.on('end', () => resolve(received));
-    socket.on('error', reject);
-  });
+  const raw = await rawExchange(Number(port), 'GARBAGE / HTTP/1.1\r\n\r\n');
   t.match(raw, /^HTTP\/1\.1 400 /);
   const body = raw.slice(raw.indexOf('\r\n\r\n') + 4);
   t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
@@ -266,15 +252,7 @@ t.test('requests pipelined before one that cannot be parsed are answered, and on
       `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
     );
   };
-  const raw = await new Promise<string>((resolve, reject) => {
-    const socket = connect(Number(new URL(origin).port), '127.0.0.1', () =>
-      socket.write(`${create('First')}${create('Second')}HELLO\r\n\r\n`),
-    );
-    let received = '';
-    socket.on('data', (chunk) => (received += chunk.toString()));
-    socket.on('end', () => resolve(received));
-    socket.on('error', reject);
-  });
+  const raw = await rawExchange(Number(new URL(origin).port), `${create('First')}${create('Second')}HELLO\r\n\r\n`);
   const answers = raw.split(/(?=HTTP\/1\.1 )/);
   t.same(
     answers.map((answer) => answer.slice(0, 12)),

@@ -1,19 +1,7 @@
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, parseRawResponse, temporaryDirectory } from './helpers/api.js';
+import { conformingFetch, parseRawResponse, rawExchange, temporaryDirectory } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
-
-/** Writes `request` on a connection of its own and returns everything answered until the server's end. */
-function exchange(port: number, request: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(request));
-    let received = '';
-    socket.on('data', (chunk) => (received += chunk.toString()));
-    socket.on('end', () => resolve(received));
-    socket.on('error', reject);
-  });
-}
 
 /** Every character as %XX: a form of the key no plain search finds. */
 function percentEncoded(text: string): string {
@@ -56,7 +44,7 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     [`/pets?t=${percentEncoded(key)}`, {}],
   ];
   for (const [path, init] of traffic) await conformingFetch(new Request(`${server.baseUrl}${path}`, init));
-  const unparsable = parseRawResponse(await exchange(Number(new URL(server.baseUrl).port), 'HELLO\r\n\r\n'));
+  const unparsable = parseRawResponse(await rawExchange(Number(new URL(server.baseUrl).port), 'HELLO\r\n\r\n'));
   await server.stop();
 
   const logs = server.output();

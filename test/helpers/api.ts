@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BuiltPlugins, Test } from '@tapjs/test';
@@ -96,6 +97,17 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   };
 
   return { app, storage, databaseFile, key, auth, request, createPet };
+}
+
+/** Writes `bytes` on a connection of its own; resolves with everything answered until the server ends it. */
+export function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('end', () => resolve(received));
+    socket.on('error', reject);
+  });
 }
 
 /** An HTTP/1.1 response read off a raw socket, as the contract checker takes it. */
