@@ -97,7 +97,7 @@ function largeBodyToCome(request: FastifyRequest): boolean {
  * waiting without a bound would let a client that ignores the answer hold the connection, against
  * MAX_CONNECTIONS and a graceful shutdown.
  */
-export const CLOSE_LINGER_MS = 1_000;
+const CLOSE_LINGER_MS = 1_000;
 
 /** Ends the connection (the client sees the end after the answer) and closes it once the client has or the linger is over. */
 function closeLingering(socket: Socket): void {
