@@ -45,26 +45,25 @@ function integerFields(schema: FastifySchema): [string, ErrorObject][] {
     .map(([name, property]) => [name, nonCanonical(name, property)]);
 }
 
-function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): ErrorObject {
-  const range = `${minimum ?? '-(2^53 - 1)'} to ${maximum ?? '2^53 - 1'}`;
-  return {
-    keyword: 'type',
-    instancePath: `/${field}`,
-    schemaPath: `#/properties/${field}/type`,
-    params: { type: 'integer' },
-    message: `must be an integer from ${range} in plain decimal digits`,
-  };
-}
-
-/** A repeated parameter (`?limit=5&limit=6`) arrives as an array: no schema here takes one. */
-function givenTwice(field: string): ErrorObject {
+/** A parameter's type error, in Ajv's shape, with a message of ours. */
+function typeError(field: string, message: string): ErrorObject {
   return {
     keyword: 'type',
     instancePath: `/${field}`,
     schemaPath: `#/properties/${field}/type`,
     params: {},
-    message: 'must be given once',
+    message,
   };
+}
+
+function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): ErrorObject {
+  const range = `${minimum ?? '-(2^53 - 1)'} to ${maximum ?? '2^53 - 1'}`;
+  return typeError(field, `must be an integer from ${range} in plain decimal digits`);
+}
+
+/** A repeated parameter (`?limit=5&limit=6`) arrives as an array: no schema here takes one. */
+function givenTwice(field: string): ErrorObject {
+  return typeError(field, 'must be given once');
 }
 
 /**
