@@ -2,6 +2,7 @@ import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
+import { redisClient, redisLocation } from './redis.js';
 import { openSqlite } from './storage/sqlite/index.js';
 
 /** Starts the API: `npm start`. Configuration comes from the environment (see README). */
@@ -9,12 +10,14 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
   const storage = openSqlite({ filename: config.databaseFile, synchronous: config.synchronous });
+  const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
   const app = await buildApp({
     contract,
     storage,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
+    redis,
     connections: config.connections,
   });
 
@@ -24,6 +27,7 @@ async function main(): Promise<void> {
     closing = true;
     app.log.info({ signal }, 'shutting down');
     await app.close();
+    redis?.disconnect();
     await storage.close();
     process.exit(0);
   };
@@ -42,6 +46,9 @@ async function main(): Promise<void> {
     `Pet Store API at ${api} (database: ${config.databaseFile})`,
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
+    redis === undefined
+      ? '  rate limits: counted by this instance alone; set REDIS_URL to share them across instances'
+      : `  rate limits: shared through Redis at ${redisLocation(redis)}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.
