@@ -127,6 +127,36 @@ t.test(
   },
 );
 
+t.test(
+  'a Redis that hangs delays requests by the command timeout at most',
+  { skip: redisMissing({ stoppable: true }) },
+  async (t) => {
+    const redis = await startRedis(t, { stoppable: true });
+    const log = capturedLog();
+    const api = await startApi(t, {
+      redisUrl: redis.url,
+      rateLimit: { perMinute: 100, authFailuresPerMinute: 3 },
+      logger: log.logger,
+    });
+    redis.pause();
+    for (let i = 0; i < 5; i += 1) {
+      const started = Date.now();
+      const response = await list(api);
+      t.equal(response.statusCode, 200, 'served uncounted');
+      t.equal(response.headers['ratelimit-remaining'], undefined);
+      t.ok(Date.now() - started < PROMPT_MS, 'the count was given up on, not waited for');
+    }
+    t.equal(log.warnings().length, 1, 'one warning for the hang');
+    t.match(log.warnings()[0], { reason: /timed out/ });
+
+    redis.resume();
+    const counted = await list(api);
+    t.equal(counted.statusCode, 200);
+    t.ok(counted.headers['ratelimit-remaining'], 'counted again as soon as Redis answers');
+    t.equal(log.recoveries().length, 1, 'and the recovery is logged');
+  },
+);
+
 t.test('an unreachable Redis at start: the API starts, serves and warns once', async (t) => {
   const log = capturedLog();
   // Nothing listens on port 1 of the loopback interface.

@@ -13,6 +13,10 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** Starts it again on the same port, empty, and waits until it answers. */
   start(): Promise<void>;
+  /** Freezes the server (SIGSTOP): connections stay open but nothing is answered, as in a hang. */
+  pause(): void;
+  /** Lets a paused server run again. */
+  resume(): void;
 }
 
 export interface RedisOptions {
@@ -71,8 +75,10 @@ export async function startRedis(t: Teardown, options: RedisOptions = {}): Promi
   if (usesTestRedisUrl(options)) {
     const url = new URL(process.env.TEST_REDIS_URL ?? '');
     url.searchParams.set('keyPrefix', `petstore-test-${randomUUID()}:`);
-    const external = () => Promise.reject(new Error('the TEST_REDIS_URL server is not stopped by tests'));
-    return { url: url.href, stop: external, start: external };
+    const external = () => {
+      throw new Error('the TEST_REDIS_URL server is not stopped by tests');
+    };
+    return { url: url.href, stop: external, start: external, pause: external, resume: external };
   }
   const binary = redisServerBinary();
   if (binary === undefined) throw new Error(`no redis-server on the PATH; install it with: ${INSTALL}`);
@@ -102,5 +108,8 @@ export async function startRedis(t: Teardown, options: RedisOptions = {}): Promi
   const dir = temporaryDirectory(t);
   const port = await freePort();
   await start();
-  return { url: `redis://127.0.0.1:${port}`, stop, start };
+  const signal = (name: NodeJS.Signals) => () => {
+    if (child?.kill(name) !== true) throw new Error('redis-server is not running');
+  };
+  return { url: `redis://127.0.0.1:${port}`, stop, start, pause: signal('SIGSTOP'), resume: signal('SIGCONT') };
 }
