@@ -9,6 +9,7 @@ import Fastify, {
   type RouteOptions,
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
+import type { Redis } from 'ioredis';
 import type { Contract } from './contract.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth } from './plugins/auth.js';
@@ -35,6 +36,8 @@ export interface AppOptions {
   connections?: ConnectionLimits;
   /** Per-key and failed-authentication limits; see DEFAULT_RATE_LIMITS. */
   rateLimit?: RateLimitSettings;
+  /** Where the rate limits are counted, shared by every instance using it (default: in this process). */
+  redis?: Redis | undefined;
   /** Passed to fastify: `false` for silence, or pino options. */
   logger?: FastifyServerOptions['logger'];
   /** Where clients reach this instance, named first in the served contract (default: the listen address). */
@@ -125,6 +128,7 @@ export async function buildApp({
   logger = false,
   publicUrl,
   rateLimit = DEFAULT_RATE_LIMITS,
+  redis,
   connections = DEFAULT_CONNECTION_LIMITS,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
@@ -178,7 +182,7 @@ export async function buildApp({
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);
-  const limits = await rateLimits(app, rateLimit);
+  const limits = await rateLimits(app, rateLimit, redis);
   const authenticate = bearerAuth(storage.accounts, limits.authFailure);
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);

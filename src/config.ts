@@ -13,6 +13,8 @@ export interface Config {
   connections: ConnectionLimits;
   /** The URL clients reach this instance at, when it differs from the listen address. */
   publicUrl: string | undefined;
+  /** Where the rate limits are counted, shared by all instances; undefined: each counts alone. */
+  redisUrl: string | undefined;
 }
 
 const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
@@ -93,6 +95,18 @@ function portFrom(value: string | undefined): number {
   return Number(value);
 }
 
+/** A redis:// or rediss:// URL. The value is never echoed: it may hold a password. */
+function redisUrlFrom(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  const scheme = URL.canParse(value) ? new URL(value).protocol : undefined;
+  if (scheme !== 'redis:' && scheme !== 'rediss:') {
+    throw new Error(
+      `REDIS_URL must be a redis:// or rediss:// URL, e.g. redis://localhost:6379; got ${scheme === undefined ? 'something that is not a URL' : `a ${scheme} URL`}`,
+    );
+  }
+  return value;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: setting(env.HOST, '127.0.0.1'),
@@ -118,5 +132,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
+    redisUrl: redisUrlFrom(env.REDIS_URL),
   };
 }

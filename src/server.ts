@@ -2,6 +2,7 @@ import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
+import { redisClient, redisLocation } from './redis.js';
 import { describeDatabase, openStorage } from './storage/index.js';
 
 /** Starts the API: `npm start`. Configuration comes from the environment (see README). */
@@ -10,12 +11,14 @@ async function main(): Promise<void> {
   const contract = await loadContract();
   let onIdleError: (error: Error) => void = () => undefined;
   const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
+  const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
   const app = await buildApp({
     contract,
     storage,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
+    redis,
     connections: config.connections,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
@@ -26,6 +29,7 @@ async function main(): Promise<void> {
     closing = true;
     app.log.info({ signal }, 'shutting down');
     await app.close();
+    redis?.disconnect();
     await storage.close();
     process.exit(0);
   };
@@ -44,6 +48,9 @@ async function main(): Promise<void> {
     `Pet Store API at ${api} (database: ${describeDatabase(config.database)})`,
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
+    redis === undefined
+      ? '  rate limits: counted by this instance alone; set REDIS_URL to share them across instances'
+      : `  rate limits: shared through Redis at ${redisLocation(redis)}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.

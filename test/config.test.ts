@@ -51,3 +51,14 @@ t.test('DATABASE_URL names a SQLite file or a PostgreSQL server, and nothing els
   }
   t.throws(() => loadConfig({ DATABASE_URL: 'postgres://app:secret@[db/pets' }), /not a valid postgres:\/\/ URL/);
 });
+
+t.test('REDIS_URL is a redis:// or rediss:// URL, never echoed back', async (t) => {
+  t.equal(loadConfig({}).redisUrl, undefined, 'unset: each instance counts its own limits');
+  t.equal(loadConfig({ REDIS_URL: '' }).redisUrl, undefined);
+  t.equal(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).redisUrl, 'redis://127.0.0.1:6379');
+  t.equal(loadConfig({ REDIS_URL: 'rediss://:secret@cache.internal/2' }).redisUrl, 'rediss://:secret@cache.internal/2');
+  for (const url of ['http://user:secret@cache.internal', 'cache.internal:6379', 'secret']) {
+    const error = t.throws(() => loadConfig({ REDIS_URL: url }), /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
+    t.notMatch((error as Error).message, 'secret', 'the value, which may hold a password, is not repeated');
+  }
+});

@@ -1,6 +1,8 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.js';
+import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
 
 export interface RateLimitSettings {
   /** Requests a minute per API key; 0 turns the limit off. */
@@ -12,6 +14,12 @@ export interface RateLimitSettings {
 export const DEFAULT_RATE_LIMITS: RateLimitSettings = { perMinute: 1000, authFailuresPerMinute: 30 };
 
 type Limiter = ReturnType<FastifyInstance['createRateLimit']>;
+type LimitResult = Awaited<ReturnType<Limiter>>;
+/** Counts a request; undefined when it could not be counted (Redis down): the limit fails open. */
+type Count = (limiter: Limiter, request: FastifyRequest) => Promise<LimitResult | undefined>;
+
+/** Every key in Redis starts with this, apart from other applications' keys on the same server. */
+export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
 
 export interface RateLimits {
   /** onRequest hook for after authentication: counts the request against its API key. */
@@ -24,9 +32,14 @@ export interface RateLimits {
  * Counts the request and sets the RateLimit headers; returns the 429 to answer when over the limit.
  * The counting and the window come from @fastify/rate-limit; the answers are this API's Error body.
  */
-async function check(limiter: Limiter, request: FastifyRequest, reply: FastifyReply): Promise<ApiError | undefined> {
-  const result = await limiter(request);
-  if (result.isAllowed) return undefined;
+async function check(
+  count: Count,
+  limiter: Limiter,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<ApiError | undefined> {
+  const result = await count(limiter, request);
+  if (result === undefined || result.isAllowed) return undefined;
   const headers = {
     'ratelimit-limit': String(result.max),
     'ratelimit-remaining': String(result.remaining),
@@ -42,9 +55,38 @@ async function check(limiter: Limiter, request: FastifyRequest, reply: FastifyRe
   });
 }
 
-/** Registers @fastify/rate-limit (in memory, per process) and builds the two limits. */
-export async function rateLimits(app: FastifyInstance, settings: RateLimitSettings): Promise<RateLimits> {
-  await app.register(rateLimit, { global: false });
+/** Counting in Redis: a request that cannot be counted is let through, and the outage logged once. */
+async function sharedCount(app: FastifyInstance, redis: Redis): Promise<Count> {
+  const availability = new RedisAvailability(app.log, redisLocation(redis)).watch(redis);
+  await connectRedis(redis);
+  return async (limiter, request) => {
+    try {
+      const result = await limiter(request);
+      availability.answered();
+      return result;
+    } catch (error) {
+      availability.failed(error as Error);
+      return undefined;
+    }
+  };
+}
+
+/**
+ * Registers @fastify/rate-limit and builds the two limits. With a Redis client, every instance
+ * using that Redis counts together; without one, each process counts alone (in memory).
+ */
+export async function rateLimits(
+  app: FastifyInstance,
+  settings: RateLimitSettings,
+  redis?: Redis,
+): Promise<RateLimits> {
+  // Errors are not skipped by the plugin (skipOnError): it would then report a full budget in the
+  // RateLimit headers, and the outage would go unnoticed. sharedCount lets the request through.
+  await app.register(rateLimit, {
+    global: false,
+    ...(redis === undefined ? {} : { redis, nameSpace: REDIS_KEY_PREFIX }),
+  });
+  const count: Count = redis === undefined ? (limiter, request) => limiter(request) : await sharedCount(app, redis);
   const window = 60_000;
   const perKey =
     settings.perMinute > 0
@@ -68,9 +110,10 @@ export async function rateLimits(app: FastifyInstance, settings: RateLimitSettin
       perKey === undefined
         ? undefined
         : async function limitPerKey(request, reply) {
-            const exceeded = await check(perKey, request, reply);
+            const exceeded = await check(count, perKey, request, reply);
             if (exceeded !== undefined) throw exceeded;
           },
-    authFailure: async (request, reply) => (perAddress === undefined ? undefined : check(perAddress, request, reply)),
+    authFailure: async (request, reply) =>
+      perAddress === undefined ? undefined : check(count, perAddress, request, reply),
   };
 }

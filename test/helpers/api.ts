@@ -1,11 +1,12 @@
 import { connect } from 'node:net';
 import type { BuiltPlugins, Test } from '@tapjs/test';
-import type { FastifyInstance, InjectOptions } from 'fastify';
+import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
 import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
+import { redisClient } from '../../src/redis.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
 import { assertConforms, contract } from './contract.js';
@@ -47,6 +48,10 @@ export interface StartOptions {
   /** An existing database to serve instead of a new one. */
   databaseUrl?: string;
   rateLimit?: RateLimitSettings;
+  /** Count the rate limits in this Redis (as REDIS_URL does). */
+  redisUrl?: string;
+  /** The server's logger (default: none). */
+  logger?: FastifyServerOptions['logger'];
   connections?: ConnectionLimits;
   /** The clock idempotency keys expire by. */
   now?: () => number;
@@ -59,15 +64,18 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const storage = await openDatabase(databaseUrl, options.now === undefined ? {} : { now: options.now });
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
+  const redis = options.redisUrl === undefined ? undefined : redisClient(options.redisUrl);
   const app = await buildApp({
     contract,
     storage: options.storageSeenByServer?.(storage) ?? storage,
-    logger: false,
+    logger: options.logger ?? false,
+    redis,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),
   });
   t.teardown(async () => {
     await app.close();
+    redis?.disconnect();
     await storage.close();
   });
   const auth = { authorization: `Bearer ${key}` };
