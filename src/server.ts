@@ -4,7 +4,10 @@ import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
 import { openSqlite } from './storage/sqlite/index.js';
 
-/** Starts the API: `npm start`. Configuration comes from the environment (see README). */
+/**
+ * Starts the API: `npm start`, and under `npm run dev` (scripts/dev.ts, which sets PETSTORE_DEV=1).
+ * Configuration comes from the environment (docs/configuration.md).
+ */
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
@@ -16,6 +19,7 @@ async function main(): Promise<void> {
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
     connections: config.connections,
+    development: process.env.PETSTORE_DEV === '1',
   });
 
   let closing = false;
