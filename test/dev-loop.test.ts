@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { projectRoot } from '../src/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
+import { withDeletePet } from './helpers/new-operation.js';
 
 // The contract-first loop, end to end (docs/contract.md): in a copy of the project, `npm run dev`
 // serves an operation the moment it is added to openapi.yaml, from its examples; `npm run build`
@@ -25,34 +26,6 @@ const PROJECT_ENTRIES = [
   'package.json',
   'tsconfig.json',
 ];
-
-const DELETE_PET = `    delete:
-      operationId: deletePet
-      summary: Remove an animal
-      description: Removes the animal from the catalogue.
-      tags: [pets]
-      parameters:
-        - $ref: '#/components/parameters/PetId'
-      responses:
-        '204':
-          description: The animal was removed.
-          headers:
-            X-Request-Id:
-              $ref: '#/components/headers/XRequestId'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '404':
-          description: No animal has this id.
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/Error'
-              examples:
-                notFound:
-                  value: { code: not_found, message: No pet with this id, status: 404 }
-`;
 
 const DELETE_PET_HANDLER = `
 import { ApiError } from '../errors.js';
@@ -123,7 +96,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
 
   const contractFile = join(copy, 'openapi.yaml');
   const contract = readFileSync(contractFile, 'utf8');
-  writeFileSync(contractFile, contract.replace('  /pets/{petId}:\n', `  /pets/{petId}:\n${DELETE_PET}`));
+  writeFileSync(contractFile, withDeletePet(contract));
   const added = Date.now();
   const mocked = await eventually(
     'DELETE served from the contract',
