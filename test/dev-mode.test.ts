@@ -63,7 +63,7 @@ t.test('development answers an operation without a handler from the contract', a
   t.equal(undocumented.statusCode, 400, 'a status the contract does not document is refused');
 
   t.same(
-    logged.filter((line) => !/Prefer: code=418/.test(line) && /does not conform/.test(line)),
+    logged.filter((line) => !line.includes('Prefer: code=418') && line.includes('does not conform')),
     [],
     'answers from the contract conform to it',
   );
@@ -85,7 +85,7 @@ t.test('development logs a response that breaks the contract, naming operation, 
     payload: { name: 'Rex', categoryId: 1 },
   });
   t.equal(created.statusCode, 201, 'the response is still sent');
-  const [line, ...others] = logged.filter((entry) => /does not conform/.test(entry));
+  const [line, ...others] = logged.filter((entry) => entry.includes('does not conform'));
   t.equal(others.length, 0);
   const entry = JSON.parse(line ?? '{}') as { level?: number; operation?: string; status?: number; msg?: string };
   t.equal(entry.level, 50, 'as an error');
