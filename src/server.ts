@@ -2,7 +2,7 @@ import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
-import { openSqlite } from './storage/sqlite/index.js';
+import { describeDatabase, openStorage } from './storage/index.js';
 
 /**
  * Starts the API: `npm start`, and under `npm run dev` (scripts/dev.ts, which sets PETSTORE_DEV=1).
@@ -11,7 +11,8 @@ import { openSqlite } from './storage/sqlite/index.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
-  const storage = openSqlite({ filename: config.databaseFile, synchronous: config.synchronous });
+  let onIdleError = (_error: Error): void => undefined;
+  const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const app = await buildApp({
     contract,
     storage,
@@ -21,6 +22,7 @@ async function main(): Promise<void> {
     connections: config.connections,
     development: process.env.PETSTORE_DEV === '1',
   });
+  onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -43,13 +45,14 @@ async function main(): Promise<void> {
 
   const api = `${origin}${contract.basePath}`;
   const lines = [
-    `Pet Store API at ${api} (database: ${config.databaseFile})`,
+    `Pet Store API at ${api} (database: ${describeDatabase(config.database)})`,
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.
-    lines.push(`  a new key: DATABASE_URL='${config.databaseFile}' npx petstore keys create <account>`);
+    const database = config.database.engine === 'sqlite' ? `'${config.database.file}'` : '<this DATABASE_URL>';
+    lines.push(`  a new key: DATABASE_URL=${database} npx petstore keys create <account>`);
   } else {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',
