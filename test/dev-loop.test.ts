@@ -74,7 +74,13 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   // `npm run dev` is `tsc …; node dist/scripts/dev.js`: the copy's dist/ is already compiled.
   const dev: ChildProcess = spawn(process.execPath, [join(copy, 'dist', 'scripts', 'dev.js')], {
     cwd: copy,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: join(copy, 'data', 'pets.db') },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATABASE_URL: join(copy, 'data', 'pets.db'),
+      LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -100,7 +106,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   const added = Date.now();
   const mocked = await eventually(
     'DELETE served from the contract',
-    20,
+    45,
     async () => {
       const response = await deletePet();
       return response.status === 405 ? undefined : response;
@@ -121,6 +127,13 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   t.same(await notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
   t.match(readFileSync(join(copy, 'generated', 'openapi.ts'), 'utf8'), /deletePet/, 'generated/ was regenerated');
 
+  await eventually(
+    'the edited contract linted',
+    45,
+    async () => ((output.match(/openapi\.yaml lints clean/g) ?? []).length >= 2 ? true : undefined),
+    log,
+  );
+
   // An edited example is served.
   writeFileSync(
     contractFile,
@@ -128,7 +141,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
   await eventually(
     'the edited example',
-    20,
+    45,
     async () => {
       const body = (await (await deletePet({ ...auth, prefer: 'code=404' })).json()) as { message?: string };
       return body.message === 'Nothing has this id' ? true : undefined;
@@ -155,7 +168,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
   const implemented = await eventually(
     'the handler served',
-    30,
+    60,
     async () => {
       const response = await deletePet();
       return response.headers.get('x-petstore-mock') === null ? response : undefined;
