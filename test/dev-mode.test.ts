@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import { parseDocument } from 'yaml';
 import { buildApp } from '../src/app.js';
@@ -76,14 +77,12 @@ const shortPetNames = (text: string) => {
   return document.toString();
 };
 
+const createRex = (app: FastifyInstance, headers: Record<string, string>) =>
+  app.inject({ method: 'POST', url: '/v1/pets', headers, payload: { name: 'Rex', categoryId: 1 } });
+
 t.test('development logs a response that breaks the contract, naming operation, status and schema path', async (t) => {
   const { app, auth, logged } = await serve(t, shortPetNames, true);
-  const created = await app.inject({
-    method: 'POST',
-    url: '/v1/pets',
-    headers: auth,
-    payload: { name: 'Rex', categoryId: 1 },
-  });
+  const created = await createRex(app, auth);
   t.equal(created.statusCode, 201, 'the response is still sent');
   const [line, ...others] = logged.filter((entry) => entry.includes('does not conform'));
   t.equal(others.length, 0);
@@ -99,12 +98,7 @@ t.test('development logs a response that breaks the contract, naming operation, 
 
 t.test('production does not check responses', async (t) => {
   const { app, auth, logged } = await serve(t, shortPetNames, false);
-  const created = await app.inject({
-    method: 'POST',
-    url: '/v1/pets',
-    headers: auth,
-    payload: { name: 'Rex', categoryId: 1 },
-  });
+  const created = await createRex(app, auth);
   t.equal(created.statusCode, 201);
   t.same(logged, []);
 });
