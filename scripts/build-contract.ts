@@ -5,15 +5,25 @@
  *   (loadContract uses it only for those bytes, and validates anything else itself);
  * - meta-schema.mjs: the OpenAPI meta-schema fastify-openapi-glue validates the contract against,
  *   compiled to standalone code with the validator's own ajv options (see src/meta-schema.ts).
- * An invalid contract fails the build, naming what is wrong.
+ * An invalid contract fails the build, naming what is wrong; so do a generated/ the contract has
+ * moved on from (run npm run generate) and an operation without a handler (`npm run dev` serves
+ * one from the contract; nothing else may).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standaloneCode from 'ajv/dist/standalone/index.js';
 import addFormats from 'ajv-formats';
-import { type CompiledContract, compiledContractFile, sha256, validateContract } from '../src/contract.js';
+import {
+  type CompiledContract,
+  compiledContractFile,
+  loadContract,
+  sha256,
+  validateContract,
+} from '../src/contract.js';
 import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/meta-schema.js';
-import { compiledContractDir, contractPath } from '../src/paths.js';
+import { compiledContractDir, contractPath, projectRoot } from '../src/paths.js';
+import { checkHandlers } from './contract-check/handlers.js';
+import { generatedTypesFile, staleGeneratedTypes } from './contract/generate-types.js';
 
 /**
  * What @seriousme/openapi-schema-validator's getAjvValidator does, to source instead of to memory:
@@ -44,11 +54,28 @@ export async function buildContract(path: string = contractPath): Promise<Compil
   return { sourceSha256, document, dereferenced };
 }
 
-async function main(): Promise<void> {
-  const compiled = await buildContract();
+/** Keeps what a start needs from a validated contract in dist/contract/. */
+export function writeCompiledContract(compiled: CompiledContract): void {
   mkdirSync(compiledContractDir, { recursive: true });
   writeFileSync(compiledContractFile, JSON.stringify(compiled));
   writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(metaSchemaVersion(compiled.document.openapi)));
+}
+
+async function main(): Promise<void> {
+  writeCompiledContract(await buildContract());
+  const problems: string[] = [];
+  if ((await staleGeneratedTypes(projectRoot)) !== undefined) {
+    problems.push(`${generatedTypesFile} is not what openapi.yaml generates: run npm run generate`);
+  }
+  for (const { what, where, fix } of checkHandlers(await loadContract())) {
+    problems.push(`${what} (${where}): ${'run' in fix ? `run ${fix.run}` : fix.edit}`);
+  }
+  if (problems.length > 0) {
+    process.stderr.write(
+      `npm run build: the code does not cover the contract:\n${problems.map((p) => `  ${p}\n`).join('')}`,
+    );
+    process.exitCode = 1;
+  }
 }
 
 if (import.meta.filename === process.argv[1]) await main();

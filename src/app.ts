@@ -42,6 +42,12 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Where clients reach this instance, named first in the served contract (default: the listen address). */
   publicUrl?: string | undefined;
+  /**
+   * `npm run dev`: operations without a handler are answered from the contract (src/dev/mock.ts)
+   * and every response is checked against it (src/dev/response-check.ts). Otherwise an operation
+   * without a handler stops the start.
+   */
+  development?: boolean;
 }
 
 export interface ConnectionLimits {
@@ -130,6 +136,7 @@ export async function buildApp({
   rateLimit = DEFAULT_RATE_LIMITS,
   redis,
   connections = DEFAULT_CONNECTION_LIMITS,
+  development = false,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
@@ -188,12 +195,19 @@ export async function buildApp({
   app.decorateRequest('principal', undefined);
   const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
+  const [mockFor, responseCheck] = development
+    ? await Promise.all([
+        import('./dev/mock.js').then(({ contractMocks }) => contractMocks(contract)),
+        import('./dev/response-check.js').then(({ checkResponses }) => checkResponses(contract)),
+      ])
+    : [];
 
   // The glue validates the contract again; with the build's compiled meta-schema that is cheap.
   await usePrecompiledMetaSchema();
   await app.register(async (api) => {
     api.addHook('onRequest', apiHeaders);
     api.addHook('onRoute', keyJsonSchemasByBody);
+    if (responseCheck !== undefined) api.addHook('onSend', responseCheck);
     await api.register(openapiGlue, {
       specification: contract.dereferenced,
       prefix: contract.basePath,
@@ -201,10 +215,13 @@ export async function buildApp({
       // the glue's own securityHandlers would run as a preHandler, after validation.
       operationResolver: (operationId: string): RouteOptions => {
         const operation = operations.get(operationId);
-        if (operation === undefined || !Object.hasOwn(handlers, operationId)) {
+        const written = Object.hasOwn(handlers, operationId)
+          ? handlers[operationId as keyof typeof handlers]
+          : undefined;
+        if (operation === undefined || (written === undefined && mockFor === undefined)) {
           throw new Error(`No handler for operation ${operationId}`);
         }
-        const handler = handlers[operationId as keyof typeof handlers];
+        const handler = written ?? mockFor?.(operation);
         const onRequest: RequestHook[] = [];
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) {

@@ -5,7 +5,10 @@ import { loadContract } from './contract.js';
 import { redisClient, redisLocation } from './redis.js';
 import { describeDatabase, openStorage } from './storage/index.js';
 
-/** Starts the API: `npm start`. Configuration comes from the environment (see README). */
+/**
+ * Starts the API: `npm start`, and under `npm run dev` (scripts/dev.ts, which sets PETSTORE_DEV=1).
+ * Configuration comes from the environment (docs/configuration.md).
+ */
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
@@ -20,6 +23,7 @@ async function main(): Promise<void> {
     rateLimit: config.rateLimit,
     redis,
     connections: config.connections,
+    development: process.env.PETSTORE_DEV === '1',
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 

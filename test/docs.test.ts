@@ -142,7 +142,11 @@ t.test('/docs serves the page and every asset it names from this server, cacheab
   t.match(initializer.body, /"validatorUrl":null/, 'no external validator badge');
   t.match(initializer.body, /"persistAuthorization":true/);
 
-  const loaded = await api.app.inject({ url: '/docs/json' });
-  const served = await api.app.inject({ url: '/v1/openapi.json' });
-  t.equal(loaded.body, served.body, 'the page loads the served contract');
+  t.match(initializer.body, /url: new URL\("\/v1\/openapi\.json"/, 'the page loads the served contract');
+  t.notMatch(initializer.body, /\/json['"]/, 'and no other address for it');
+  for (const url of ['/docs/json', '/docs/yaml']) {
+    const second = await api.app.inject({ url });
+    t.equal(second.statusCode, 404, `${url}: one address for the contract, the documented one`);
+    t.match(JSON.parse(second.body), { code: 'not_found', message: 'The contract is at /v1/openapi.json' });
+  }
 });

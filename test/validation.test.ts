@@ -1,6 +1,8 @@
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
+import { PATTERN_WORDS } from '../src/plugins/errors.js';
 import { startApi } from './helpers/api.js';
+import { contract } from './helpers/contract.js';
 
 const json = { 'content-type': 'application/json' };
 
@@ -17,9 +19,17 @@ t.test('request bodies are strict: each bad body is a 400 naming the field, and 
     ['a client-chosen id', { id: 9, name: 'Rex', categoryId: 1 }, /^body\/id is not an allowed field$/],
     ['a missing name', { categoryId: 1 }, /^body\/name is required$/],
     ['a missing categoryId', { name: 'Rex' }, /^body\/categoryId is required$/],
-    ['an empty name', { name: '', categoryId: 1 }, /^body\/name /],
-    ['a white-space name', { name: ' \t\u00a0 ', categoryId: 1 }, /^body\/name /],
-    ['a 101-character name', { name: 'x'.repeat(101), categoryId: 1 }, /^body\/name /],
+    ['an empty name', { name: '', categoryId: 1 }, /^body\/name must be at least 1 character long$/],
+    [
+      'a white-space name',
+      { name: ' \t\u00a0 ', categoryId: 1 },
+      /^body\/name must contain a visible character and no control characters$/,
+    ],
+    [
+      'a 101-character name',
+      { name: 'x'.repeat(101), categoryId: 1 },
+      /^body\/name must be at most 100 characters long$/,
+    ],
     ['categoryId 0', { name: 'Rex', categoryId: 0 }, /^body\/categoryId must be >= 1$/],
     ['categoryId above 2^53 - 1', { name: 'Rex', categoryId: 9007199254740992 }, /^body\/categoryId /],
     [
@@ -30,9 +40,21 @@ t.test('request bodies are strict: each bad body is a 400 naming the field, and 
     ['an array body', [{ name: 'Rex', categoryId: 1 }], /^body must be a JSON object$/],
     ['a string body', 'Rex', /^body must be a JSON object$/],
     ['a boolean for an integer', { name: 'Rex', categoryId: true }, /^body\/categoryId must be integer$/],
-    ['a NUL in the name', { name: '\u0000Rex', categoryId: 1 }, /^body\/name must match pattern/],
-    ['a control character in the name', { name: 'Rex\n', categoryId: 1 }, /^body\/name must match pattern/],
-    ['a lone surrogate in the name', { name: 'Rex\ud800', categoryId: 1 }, /^body\/name must match pattern/],
+    [
+      'a NUL in the name',
+      { name: '\u0000Rex', categoryId: 1 },
+      /^body\/name must contain a visible character and no control characters$/,
+    ],
+    [
+      'a control character in the name',
+      { name: 'Rex\n', categoryId: 1 },
+      /^body\/name must contain a visible character and no control characters$/,
+    ],
+    [
+      'a lone surrogate in the name',
+      { name: 'Rex\ud800', categoryId: 1 },
+      /^body\/name must contain a visible character and no control characters$/,
+    ],
   ];
   for (const [what, body, message] of cases) {
     const response = await api.request({ method: 'POST', url: '/v1/pets', headers, payload: JSON.stringify(body) });
@@ -121,4 +143,18 @@ t.test('petId must be a canonical positive integer', async (t) => {
   }
   const largest = await api.request({ method: 'GET', url: '/v1/pets/9007199254740991', headers: api.auth });
   t.equal(largest.statusCode, 404, 'the largest id is valid, just absent');
+});
+
+t.test('every pattern of the contract has words for its 400 message', async (t) => {
+  const patterns = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (typeof value !== 'object' || value === null) return;
+    for (const [key, child] of Object.entries(value)) {
+      if (key === 'pattern' && typeof child === 'string') patterns.add(child);
+      else visit(child);
+    }
+  };
+  visit(contract.dereferenced);
+  t.ok(patterns.size > 0);
+  for (const pattern of patterns) t.type(PATTERN_WORDS[pattern], 'string', `${pattern} is described in words`);
 });

@@ -26,7 +26,9 @@ interface DiffReport {
   }[];
 }
 
-const FIX = { edit: 'undo the change, or release it as a new major version (README: "Changing the contract")' };
+const FIX = {
+  edit: 'undo the change, or release it as a new major version (docs/contract.md: "Changing the contract")',
+};
 const METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
 export function parseVersion(text: string): Version | undefined {

@@ -3,9 +3,9 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { decodeCursor, encodeCursor } from '../paging.js';
 import type { NewPetRecord, PetRepository, Principal } from '../storage/types.js';
-import type { ServiceHandlers } from './types.js';
+import type { OperationHandlers } from './types.js';
 
-export type PetHandlers = Pick<ServiceHandlers, 'listPets' | 'createPet' | 'getPet'>;
+export type PetHandlers = Pick<OperationHandlers, 'listPets' | 'createPet' | 'getPet'>;
 
 const DEFAULT_LIMIT = 20;
 

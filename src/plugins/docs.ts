@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { stringify } from 'yaml';
 import type { Contract, OpenApiDocument } from '../contract.js';
+import { ApiError } from '../errors.js';
 
 export interface DocsOptions {
   contract: Contract;
@@ -34,6 +35,31 @@ const CACHE_CONTROL = 'no-cache';
 const DOCS_CSP =
   "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; " +
   "frame-ancestors 'none'";
+
+const DOCS_UI_CONFIG = {
+  // Only this contract: no top bar to explore other URLs, no external validator badge.
+  layout: 'BaseLayout',
+  validatorUrl: null,
+  deepLinking: true,
+  displayOperationId: true,
+  persistAuthorization: true,
+};
+
+/**
+ * The page's script: @fastify/swagger-ui's own always loads the contract from /docs/json, a second
+ * address; this one loads the served contract.
+ */
+function swaggerInitializer(uiConfig: object, contractUrl: string): string {
+  return `window.onload = function () {
+  window.ui = SwaggerUIBundle(Object.assign(${JSON.stringify(uiConfig)}, {
+    url: new URL(${JSON.stringify(contractUrl)}, window.location.href).href,
+    dom_id: '#swagger-ui',
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl]
+  }));
+};
+`;
+}
 
 export function normalisePublicUrl(value: string): string {
   const url = URL.canParse(value) ? new URL(value) : undefined;
@@ -126,17 +152,28 @@ async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOpt
       { name: '@fastify/swagger' },
     ),
   );
+  const contractUrl = `${contract.basePath}/openapi.json`;
+  const initializer = swaggerInitializer(DOCS_UI_CONFIG, contractUrl);
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     staticCSP: DOCS_CSP,
     theme: { title: `${contract.document.info.title} API reference` },
-    uiConfig: {
-      // Only this contract: no top bar to explore other URLs, no external validator badge.
-      layout: 'BaseLayout',
-      validatorUrl: null,
-      deepLinking: true,
-      displayOperationId: true,
-      persistAuthorization: true,
+    uiConfig: DOCS_UI_CONFIG,
+    // One address for the contract, the documented one: the page loads it, and the plugin's own
+    // copies (/docs/json, /docs/yaml) are not served.
+    uiHooks: {
+      onRequest: (request, reply, done) => {
+        const path = request.url.split('?', 1)[0];
+        if (path === '/docs/json' || path === '/docs/yaml') {
+          done(new ApiError(404, 'not_found', `The contract is at ${contractUrl}`));
+          return;
+        }
+        if (path === '/docs/static/swagger-initializer.js') {
+          void reply.type('application/javascript; charset=utf-8').send(initializer);
+          return;
+        }
+        done();
+      },
     },
   });
 }

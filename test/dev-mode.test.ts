@@ -1,0 +1,104 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import t from 'tap';
+import { parseDocument } from 'yaml';
+import { buildApp } from '../src/app.js';
+import { issueKey } from '../src/auth/api-keys.js';
+import { loadContract } from '../src/contract.js';
+import { contractPath } from '../src/paths.js';
+import { openSqlite } from '../src/storage/sqlite/index.js';
+import { temporaryDirectory, type Teardown } from './helpers/api.js';
+import { withDeletePet } from './helpers/new-operation.js';
+
+// What PETSTORE_DEV=1 (npm run dev) adds, in-process: operations without a handler answered from
+// the contract, and every response checked against it; and what production does instead.
+
+async function serve(t: Teardown, edit: (text: string) => string, development: boolean) {
+  const dir = temporaryDirectory(t);
+  const file = join(dir, 'openapi.yaml');
+  writeFileSync(file, edit(readFileSync(contractPath, 'utf8')));
+  const contract = await loadContract(file);
+  const storage = openSqlite({ filename: join(dir, 'pets.db') });
+  const account = await storage.accounts.createAccount('tests');
+  const { key } = await issueKey(storage.accounts, account.id);
+  const logged: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged.push(chunk.toString());
+      done();
+    },
+  });
+  t.teardown(() => storage.close());
+  const app = await buildApp({ contract, storage, development, logger: { level: 'error', stream } });
+  t.teardown(() => app.close());
+  return { app, auth: { authorization: `Bearer ${key}` }, logged };
+}
+
+t.test('production refuses an operation without a handler, naming it', async (t) => {
+  await t.rejects(serve(t, withDeletePet, false), /No handler for operation deletePet/);
+});
+
+t.test('development answers an operation without a handler from the contract', async (t) => {
+  const { app, auth, logged } = await serve(t, withDeletePet, true);
+  const deletePet = (headers: Record<string, string>) => app.inject({ method: 'DELETE', url: '/v1/pets/1', headers });
+
+  t.equal((await deletePet({})).statusCode, 401, 'after authentication');
+  const invalid = await app.inject({ method: 'DELETE', url: '/v1/pets/0', headers: auth });
+  t.equal(invalid.statusCode, 400, 'and request validation');
+
+  const mocked = await deletePet(auth);
+  t.equal(mocked.statusCode, 204, 'the first success response');
+  t.equal(mocked.headers['x-petstore-mock'], 'example');
+
+  const notFound = await deletePet({ ...auth, prefer: 'code=404' });
+  t.equal(notFound.statusCode, 404, 'Prefer: code=404');
+  t.same(notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
+  const named = await deletePet({ ...auth, prefer: 'code=404, example=notFound' });
+  t.same(named.json(), notFound.json(), 'Prefer: example=<name>');
+  const unknown = await deletePet({ ...auth, prefer: 'code=404; example=nope' });
+  t.equal(unknown.statusCode, 400);
+  t.match(unknown.json(), { message: /example=nope: deletePet 404 documents only notFound/ });
+  const undocumented = await deletePet({ ...auth, prefer: 'code=418' });
+  t.equal(undocumented.statusCode, 400, 'a status the contract does not document is refused');
+
+  t.same(
+    logged.filter((line) => !line.includes('Prefer: code=418') && line.includes('does not conform')),
+    [],
+    'answers from the contract conform to it',
+  );
+});
+
+/** The contract with Pet names limited to 2 characters: the real createPet answer breaks it. */
+const shortPetNames = (text: string) => {
+  const document = parseDocument(text);
+  document.setIn(['components', 'schemas', 'Pet', 'properties', 'name', 'maxLength'], 2);
+  return document.toString();
+};
+
+const createRex = (app: FastifyInstance, headers: Record<string, string>) =>
+  app.inject({ method: 'POST', url: '/v1/pets', headers, payload: { name: 'Rex', categoryId: 1 } });
+
+t.test('development logs a response that breaks the contract, naming operation, status and schema path', async (t) => {
+  const { app, auth, logged } = await serve(t, shortPetNames, true);
+  const created = await createRex(app, auth);
+  t.equal(created.statusCode, 201, 'the response is still sent');
+  const [line, ...others] = logged.filter((entry) => entry.includes('does not conform'));
+  t.equal(others.length, 0);
+  const entry = JSON.parse(line ?? '{}') as { level?: number; operation?: string; status?: number; msg?: string };
+  t.equal(entry.level, 50, 'as an error');
+  t.equal(entry.operation, 'createPet');
+  t.equal(entry.status, 201);
+  t.match(
+    entry.msg,
+    /body\/name must NOT have more than 2 characters \(#\/paths\/~1pets\/post\/responses\/201\/content\/application~1json\/schema\/properties\/name\/maxLength\)/,
+  );
+});
+
+t.test('production does not check responses', async (t) => {
+  const { app, auth, logged } = await serve(t, shortPetNames, false);
+  const created = await createRex(app, auth);
+  t.equal(created.statusCode, 201);
+  t.same(logged, []);
+});
