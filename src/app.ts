@@ -15,13 +15,15 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandler, frameworkErrors, type RequestHook } from './plugins/errors.js';
+import errors, { clientErrorHandlerWith, frameworkErrors, type RequestHook } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
+import { countUnparsable, observeHttp } from './metrics/http.js';
+import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
 import type { Storage } from './storage/types.js';
 
@@ -39,6 +41,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Where clients reach this instance, named first in the served contract (default: the listen address). */
   publicUrl?: string | undefined;
+  /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
+  metrics?: Metrics | undefined;
 }
 
 export interface ConnectionLimits {
@@ -126,6 +130,7 @@ export async function buildApp({
   publicUrl,
   rateLimit = DEFAULT_RATE_LIMITS,
   connections = DEFAULT_CONNECTION_LIMITS,
+  metrics,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
@@ -135,6 +140,8 @@ export async function buildApp({
     const hooks = operation === undefined ? [] : (operationHooks.get(operation.operationId) ?? []);
     return [standardHeaders, apiHeaders, ...hooks];
   };
+  const httpMetrics = metrics && observeHttp(metrics);
+  const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
   const app = Fastify({
     logger,
     bodyLimit: BODY_LIMIT,
@@ -152,8 +159,8 @@ export async function buildApp({
       // The framing plugin answers a missing Host with an Error body; Node's answer has none.
       requireHostHeader: false,
     },
-    clientErrorHandler,
-    frameworkErrors: frameworkErrors(paths, hooksFor),
+    clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
+    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
@@ -166,8 +173,10 @@ export async function buildApp({
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
   app.addHook('onRequest', standardHeaders);
+  // Before any route, so that each is observed.
+  httpMetrics?.register(app);
   await app.register(framing);
-  await app.register(errors, { paths });
+  await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);
 
   await app.register(health, { storage });

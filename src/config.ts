@@ -14,6 +14,8 @@ export interface Config {
   connections: ConnectionLimits;
   /** The URL clients reach this instance at, when it differs from the listen address. */
   publicUrl: string | undefined;
+  /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
+  metrics: { host: string; port: number } | undefined;
 }
 
 const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
@@ -53,18 +55,24 @@ function wholeNumber(name: string, value: string | undefined, fallback: number, 
 }
 
 /** Plain decimal only: `Number()` would also take `0x50` (port 80) or ` ` (any port). */
-function portFrom(value: string | undefined): number {
-  if (value === undefined || value === '') return 3000;
+function portFrom(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
   if (!/^(0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > 65535) {
-    throw new Error(`PORT must be an integer from 0 to 65535; got "${value}"`);
+    throw new Error(`${name} must be an integer from 0 to 65535${name === 'PORT' ? '' : ', or off'}; got "${value}"`);
   }
   return Number(value);
+}
+
+/** The metrics listener: METRICS_PORT (default 9464, `off` for none) on METRICS_HOST (default loopback). */
+function metricsFrom(env: NodeJS.ProcessEnv): Config['metrics'] {
+  if (env.METRICS_PORT?.toLowerCase() === 'off') return undefined;
+  return { host: setting(env.METRICS_HOST, '127.0.0.1'), port: portFrom('METRICS_PORT', env.METRICS_PORT, 9464) };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: setting(env.HOST, '127.0.0.1'),
-    port: portFrom(env.PORT),
+    port: portFrom('PORT', env.PORT, 3000),
     databaseFile: databaseFileFrom(env.DATABASE_URL),
     logLevel: oneOf('LOG_LEVEL', setting(env.LOG_LEVEL, 'info'), LOG_LEVELS, (value) => value.toLowerCase()),
     rateLimit: {
@@ -86,6 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
+    metrics: metricsFrom(env),
     synchronous: oneOf('SQLITE_SYNCHRONOUS', setting(env.SQLITE_SYNCHRONOUS, 'NORMAL'), SYNCHRONOUS_MODES, (value) =>
       value.toUpperCase(),
     ),

@@ -2,6 +2,9 @@ import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
+import { Metrics } from './metrics/registry.js';
+import { type MetricsServer, startMetricsServer } from './metrics/server.js';
+import { instrumentStorage } from './storage/instrumented.js';
 import { openSqlite } from './storage/sqlite/index.js';
 
 /** Starts the API: `npm start`. Configuration comes from the environment (see README). */
@@ -9,21 +12,25 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
   const storage = openSqlite({ filename: config.databaseFile, synchronous: config.synchronous });
+  const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,
-    storage,
+    storage: metrics === undefined ? storage : instrumentStorage(storage, metrics),
+    metrics,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
     connections: config.connections,
   });
 
+  let metricsServer: MetricsServer | undefined;
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
     await app.close();
+    await metricsServer?.close();
     await storage.close();
     process.exit(0);
   };
@@ -31,6 +38,14 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 
   await app.listen({ host: config.host, port: config.port });
+  if (metrics !== undefined && config.metrics !== undefined) {
+    const { host, port } = config.metrics;
+    metricsServer = await startMetricsServer(metrics.registry, host, port).catch((error: unknown) => {
+      throw new Error(
+        `metrics listener on ${host}:${port} (METRICS_HOST, METRICS_PORT; off with METRICS_PORT=off): ${String(error)}`,
+      );
+    });
+  }
   // Only once listening: a key issued by a start that then fails (port taken) is never shown.
   const issued = await ensureDevelopmentKey(storage.accounts);
   const address = app.server.address();
@@ -42,6 +57,7 @@ async function main(): Promise<void> {
     `Pet Store API at ${api} (database: ${config.databaseFile})`,
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
+    `  metrics: ${metricsServer?.url ?? 'off (METRICS_PORT=off)'}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.

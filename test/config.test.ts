@@ -24,3 +24,11 @@ t.test('an empty variable is its default, never something wider', async (t) => {
   t.equal(config.synchronous, 'NORMAL');
   t.throws(() => loadConfig({ LOG_LEVEL: 'LOUD' }), /got "LOUD"/, 'an error quotes the value as set');
 });
+
+t.test('metrics listen on METRICS_HOST:METRICS_PORT, loopback 9464 by default; off turns them off', async (t) => {
+  t.same(loadConfig({}).metrics, { host: '127.0.0.1', port: 9464 });
+  t.same(loadConfig({ METRICS_HOST: '0.0.0.0', METRICS_PORT: '9100' }).metrics, { host: '0.0.0.0', port: 9100 });
+  t.equal(loadConfig({ METRICS_PORT: 'off' }).metrics, undefined);
+  t.equal(loadConfig({ METRICS_PORT: 'OFF' }).metrics, undefined);
+  t.throws(() => loadConfig({ METRICS_PORT: 'no' }), /METRICS_PORT must be an integer from 0 to 65535, or off/);
+});

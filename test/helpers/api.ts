@@ -9,6 +9,8 @@ import type { paths } from '../../generated/openapi.js';
 import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
+import { Metrics } from '../../src/metrics/registry.js';
+import { instrumentStorage } from '../../src/storage/instrumented.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { assertConforms, contract } from './contract.js';
@@ -44,6 +46,8 @@ export interface TestApi {
   auth: { authorization: string };
   /** Injects a request and fails unless the response conforms to openapi.yaml. */
   request(options: InjectOptions & { method: string; url: string }): Promise<ConformingResponse>;
+  /** The server's Prometheus metrics, when started with `metrics: true`. */
+  metrics: Metrics | undefined;
   /** Creates a pet through the API (asserting the 201). */
   createPet(body: { name: string; categoryId: number; status?: Pet['status'] }): Promise<Pet>;
 }
@@ -63,6 +67,8 @@ export interface StartOptions {
   now?: () => number;
   /** What the server sees of the real storage (e.g. a backend returning more than the contract's fields). */
   storageSeenByServer?: (storage: Storage) => Storage;
+  /** Count requests and storage calls into Prometheus metrics, as the server does by default. */
+  metrics?: boolean;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -70,9 +76,12 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const storage = openSqlite({ filename: databaseFile, ...(options.now === undefined ? {} : { now: options.now }) });
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
+  const metrics = options.metrics === true ? new Metrics() : undefined;
+  const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({
     contract,
-    storage: options.storageSeenByServer?.(storage) ?? storage,
+    storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
+    metrics,
     logger: false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),
@@ -96,7 +105,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     return response.json<Pet>();
   };
 
-  return { app, storage, databaseFile, key, auth, request, createPet };
+  return { app, storage, databaseFile, key, auth, request, createPet, metrics };
 }
 
 /** Writes `bytes` on a connection of its own; resolves with everything answered until the server ends it. */

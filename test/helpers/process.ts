@@ -21,7 +21,8 @@ export interface ServerProcess {
 /** Starts the production build as `npm start` does, on a random port, and waits for the banner. */
 export async function startServerProcess(t: Teardown, env: Record<string, string>): Promise<ServerProcess> {
   const child = spawn(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    // METRICS_PORT 0: test servers run side by side, and the default port would be taken.
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
