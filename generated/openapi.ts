@@ -205,6 +205,22 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The service cannot answer now: the database is unreachable, restarting or too slow
+         *     (`DATABASE_TIMEOUT_MS`), or this instance is overloaded. Retry after `Retry-After` seconds,
+         *     on this or another instance. Send a create with an `Idempotency-Key` and retry it with the
+         *     same key: a failure that struck while the create was being committed may have kept it, and
+         *     the retry then replays it rather than making a second pet.
+         */
+        ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description An unexpected failure in the service; the message reveals nothing of it. */
         InternalError: {
             headers: {
@@ -321,6 +337,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createPet: {
@@ -371,6 +388,7 @@ export interface operations {
             422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getPet: {
@@ -444,6 +462,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

@@ -1,6 +1,6 @@
 import { issueKey } from './auth/api-keys.js';
 import { loadConfig } from './config.js';
-import { openSqlite } from './storage/sqlite/index.js';
+import { openStorage } from './storage/index.js';
 import type { Storage } from './storage/types.js';
 
 const USAGE = `Usage: petstore <command>
@@ -9,8 +9,9 @@ const USAGE = `Usage: petstore <command>
   keys create <account>    create an API key for an account (the key is the last line printed)
   keys list <account>      list an account's keys (prefixes only: keys are stored as hashes)
   keys revoke <key-id>     revoke a key; the next request with it gets 401
+  migrate                  apply the database migrations, then exit (the server also does at start)
 
-The database is DATABASE_URL (default ./data/petstore.db), as for the server.`;
+The database is DATABASE_URL (default ./data/petstore.db, or a postgres:// URL), as for the server.`;
 
 class UsageError extends Error {}
 
@@ -24,7 +25,11 @@ async function requireAccount(storage: Storage, name: string | undefined) {
 
 async function run(storage: Storage, args: string[], out: (line: string) => void): Promise<void> {
   const [noun, verb, argument] = args;
-  switch (`${noun ?? ''} ${verb ?? ''}`) {
+  switch ([noun, verb].filter((word) => word !== undefined).join(' ')) {
+    case 'migrate':
+      // Opening the storage applied them.
+      out('the database schema is up to date');
+      return;
     case 'accounts create': {
       const name = argument?.trim();
       if (name === undefined || name === '' || name.length > 100)
@@ -69,7 +74,7 @@ export async function main(args: string[]): Promise<number> {
   }
   let storage: Storage | undefined;
   try {
-    storage = openSqlite({ filename: loadConfig().databaseFile });
+    storage = await openStorage(loadConfig().database);
     await run(storage, args, (line) => process.stdout.write(`${line}\n`));
     return 0;
   } catch (error) {

@@ -1,15 +1,14 @@
 import { resolve } from 'node:path';
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
+import type { DatabaseConfig } from './storage/index.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
 export interface Config {
   host: string;
   port: number;
-  /** Resolved SQLite file path, or `:memory:`. */
-  databaseFile: string;
+  database: DatabaseConfig;
   logLevel: string;
-  synchronous: SynchronousMode;
   rateLimit: RateLimitSettings;
   connections: ConnectionLimits;
   /** The URL clients reach this instance at, when it differs from the listen address. */
@@ -21,10 +20,43 @@ export interface Config {
 const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** `DATABASE_URL` is a path, optionally written as `file:path`, `sqlite:path` or `sqlite://path`. */
+/** `DATABASE_URL` as a SQLite path, optionally written as `file:path`, `sqlite:path` or `sqlite://path`. */
 export function databaseFileFrom(url: string | undefined): string {
   const path = (url ?? '').replace(/^(sqlite:(\/\/)?|file:)/, '') || './data/petstore.db';
   return path === ':memory:' ? path : resolve(path);
+}
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+// A scheme of two letters or more: `C:\data` is a path, `mysql://` is not.
+const OTHER_SCHEME = /^([a-z][a-z0-9+.-]+):/i;
+
+/**
+ * A `postgres://` or `postgresql://` URL is PostgreSQL; anything else with a scheme other than
+ * `file:` or `sqlite:` stops the start: it would otherwise become a SQLite file named after it.
+ * Messages never repeat the URL, which may hold a password.
+ */
+function databaseFrom(env: NodeJS.ProcessEnv): DatabaseConfig {
+  const url = env.DATABASE_URL ?? '';
+  if (POSTGRES_URL.test(url)) {
+    if (!URL.canParse(url)) throw new Error('DATABASE_URL is not a valid postgres:// URL');
+    return {
+      engine: 'postgres',
+      url,
+      poolSize: wholeNumber('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 10, 1),
+      timeoutMs: wholeNumber('DATABASE_TIMEOUT_MS', env.DATABASE_TIMEOUT_MS, 3000, 1),
+    };
+  }
+  const scheme = OTHER_SCHEME.exec(url)?.[1]?.toLowerCase();
+  if (scheme !== undefined && scheme !== 'file' && scheme !== 'sqlite') {
+    throw new Error(`DATABASE_URL must be a SQLite file path or a postgres:// URL; a ${scheme}: URL is not supported`);
+  }
+  return {
+    engine: 'sqlite',
+    file: databaseFileFrom(url),
+    synchronous: oneOf('SQLITE_SYNCHRONOUS', setting(env.SQLITE_SYNCHRONOUS, 'NORMAL'), SYNCHRONOUS_MODES, (value) =>
+      value.toUpperCase(),
+    ),
+  };
 }
 
 /** An unset or empty variable is its default: `HOST=` must not mean every interface. */
@@ -73,7 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: setting(env.HOST, '127.0.0.1'),
     port: portFrom('PORT', env.PORT, 3000),
-    databaseFile: databaseFileFrom(env.DATABASE_URL),
+    database: databaseFrom(env),
     logLevel: oneOf('LOG_LEVEL', setting(env.LOG_LEVEL, 'info'), LOG_LEVELS, (value) => value.toLowerCase()),
     rateLimit: {
       perMinute: wholeNumber('RATE_LIMIT_PER_MINUTE', env.RATE_LIMIT_PER_MINUTE, DEFAULT_RATE_LIMITS.perMinute, 0),
@@ -95,8 +127,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     metrics: metricsFrom(env),
-    synchronous: oneOf('SQLITE_SYNCHRONOUS', setting(env.SQLITE_SYNCHRONOUS, 'NORMAL'), SYNCHRONOUS_MODES, (value) =>
-      value.toUpperCase(),
-    ),
   };
 }

@@ -15,7 +15,9 @@ function findProjectRoot(start: string): string {
 
 export const projectRoot = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
 export const contractPath = join(projectRoot, 'openapi.yaml');
-export const migrationsDir = join(projectRoot, 'src', 'storage', 'sqlite', 'migrations');
+/** Each storage backend's numbered SQL migrations. */
+export const migrationsDir = (backend: 'sqlite' | 'postgres') =>
+  join(projectRoot, 'src', 'storage', backend, 'migrations');
 
 /** What `npm run build` derives from the contract (scripts/build-contract.ts) for a fast start. */
 export const compiledContractDir = join(projectRoot, 'dist', 'contract');

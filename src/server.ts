@@ -5,13 +5,14 @@ import { loadContract } from './contract.js';
 import { Metrics } from './metrics/registry.js';
 import { type MetricsServer, startMetricsServer } from './metrics/server.js';
 import { instrumentStorage } from './storage/instrumented.js';
-import { openSqlite } from './storage/sqlite/index.js';
+import { describeDatabase, openStorage } from './storage/index.js';
 
 /** Starts the API: `npm start`. Configuration comes from the environment (see README). */
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
-  const storage = openSqlite({ filename: config.databaseFile, synchronous: config.synchronous });
+  let onIdleError = (_error: Error): void => undefined;
+  const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
     rateLimit: config.rateLimit,
     connections: config.connections,
   });
+  onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
   let metricsServer: MetricsServer | undefined;
   let closing = false;
@@ -54,14 +56,15 @@ async function main(): Promise<void> {
 
   const api = `${origin}${contract.basePath}`;
   const lines = [
-    `Pet Store API at ${api} (database: ${config.databaseFile})`,
+    `Pet Store API at ${api} (database: ${describeDatabase(config.database)})`,
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
     `  metrics: ${metricsServer?.url ?? 'off (METRICS_PORT=off)'}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.
-    lines.push(`  a new key: DATABASE_URL='${config.databaseFile}' npx petstore keys create <account>`);
+    const database = config.database.engine === 'sqlite' ? `'${config.database.file}'` : '<this DATABASE_URL>';
+    lines.push(`  a new key: DATABASE_URL=${database} npx petstore keys create <account>`);
   } else {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',

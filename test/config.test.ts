@@ -13,7 +13,7 @@ t.test('PORT is a plain decimal port; empty means the default', async (t) => {
 
 t.test('LOG_LEVEL and SQLITE_SYNCHRONOUS are taken in any case', async (t) => {
   t.equal(loadConfig({ LOG_LEVEL: 'INFO' }).logLevel, 'info');
-  t.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'full' }).synchronous, 'FULL');
+  t.match(loadConfig({ SQLITE_SYNCHRONOUS: 'full' }).database, { engine: 'sqlite', synchronous: 'FULL' });
   t.throws(() => loadConfig({ LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
 });
 
@@ -21,8 +21,35 @@ t.test('an empty variable is its default, never something wider', async (t) => {
   const config = loadConfig({ HOST: '', LOG_LEVEL: '', SQLITE_SYNCHRONOUS: '', PORT: '' });
   t.equal(config.host, '127.0.0.1', 'HOST= is loopback, not every interface');
   t.equal(config.logLevel, 'info');
-  t.equal(config.synchronous, 'NORMAL');
+  t.match(config.database, { engine: 'sqlite', synchronous: 'NORMAL' });
   t.throws(() => loadConfig({ LOG_LEVEL: 'LOUD' }), /got "LOUD"/, 'an error quotes the value as set');
+});
+
+t.test('DATABASE_URL names a SQLite file or a PostgreSQL server, and nothing else', async (t) => {
+  t.match(loadConfig({}).database, { engine: 'sqlite', file: /\/data\/petstore\.db$/ });
+  t.match(loadConfig({ DATABASE_URL: 'sqlite:./x.db' }).database, { engine: 'sqlite', file: /\/x\.db$/ });
+  const url = 'postgres://app:secret@db:5432/pets?sslmode=require';
+  t.same(loadConfig({ DATABASE_URL: url }).database, { engine: 'postgres', url, poolSize: 10, timeoutMs: 3000 });
+  t.match(
+    loadConfig({ DATABASE_URL: 'postgresql://db/pets', DATABASE_POOL_SIZE: '4', DATABASE_TIMEOUT_MS: '500' }).database,
+    { engine: 'postgres', poolSize: 4, timeoutMs: 500 },
+  );
+  t.throws(
+    () => loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: '0' }),
+    /DATABASE_POOL_SIZE must be a whole number above 0/,
+  );
+  for (const other of ['mysql://app:secret@db/pets', 'redis://db:6379', 'https://example.com/db']) {
+    t.throws(
+      () => loadConfig({ DATABASE_URL: other }),
+      /DATABASE_URL must be a SQLite file path or a postgres:\/\/ URL/,
+    );
+  }
+  try {
+    loadConfig({ DATABASE_URL: 'mysql://app:secret@db/pets' });
+  } catch (error) {
+    t.notMatch((error as Error).message, /secret/, 'the message never repeats the URL and its password');
+  }
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://app:secret@[db/pets' }), /not a valid postgres:\/\/ URL/);
 });
 
 t.test('metrics listen on METRICS_HOST:METRICS_PORT, loopback 9464 by default; off turns them off', async (t) => {

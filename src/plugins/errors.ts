@@ -13,6 +13,7 @@ import type {
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
 import type { PathTable } from '../path-table.js';
+import { StorageUnavailableError } from '../storage/types.js';
 
 export interface ErrorsOptions {
   paths: PathTable;
@@ -43,11 +44,21 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (error instanceof SyntaxError || fastifyError.statusCode === 400) {
     return new ApiError(400, 'malformed_json', `Body is not valid JSON: ${error.message}`);
   }
+  if (error instanceof StorageUnavailableError) return databaseUnavailable();
   const status = fastifyError.statusCode ?? 500;
   if (status === 413) return new ApiError(413, 'payload_too_large', error.message);
   if (status === 415) return new ApiError(415, 'unsupported_media_type', error.message);
   if (status >= 400 && status < 500) return new ApiError(400, 'invalid_request', error.message);
   return new ApiError(500, 'internal_error', 'Internal server error');
+}
+
+/** Seconds a client should wait before retrying while the database cannot serve. */
+export const DATABASE_RETRY_AFTER_SECONDS = 2;
+
+export function databaseUnavailable(): ApiError {
+  return new ApiError(503, 'service_unavailable', 'The database is not available; retry shortly', {
+    'retry-after': String(DATABASE_RETRY_AFTER_SECONDS),
+  });
 }
 
 const PARTS: Record<string, string> = { querystring: 'query', params: 'params', body: 'body', headers: 'headers' };

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.js';
 import type { Storage } from '../storage/types.js';
+import { databaseUnavailable } from './errors.js';
 
 /** `/healthz`: the process is up. `/readyz`: the database answers. Neither needs a key. */
 async function healthPlugin(app: FastifyInstance, { storage }: { storage: Storage }): Promise<void> {
@@ -11,7 +11,7 @@ async function healthPlugin(app: FastifyInstance, { storage }: { storage: Storag
       await storage.ping();
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
-      throw new ApiError(503, 'service_unavailable', 'The database is not available');
+      throw databaseUnavailable();
     }
     return { status: 'ready' };
   });

@@ -93,3 +93,14 @@ export interface PoolStats {
   idle: number;
   waiting: number;
 }
+
+/**
+ * The database cannot serve now (unreachable, restarting, overloaded, timed out): a 503 with
+ * Retry-After, not a 500. Nothing the request sent caused it.
+ */
+export class StorageUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StorageUnavailableError';
+  }
+}

@@ -44,7 +44,7 @@ export function openSqlite(options: SqliteOptions): Storage {
   db.pragma('foreign_keys = ON');
   // The CLI may write while the server runs: wait for the lock rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  migrate(db, migrationsDir);
+  migrate(db, migrationsDir('sqlite'));
 
   return {
     pets: petRepository(db, options.now ?? Date.now),

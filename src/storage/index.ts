@@ -1,0 +1,39 @@
+import { openPostgres } from './postgres/index.js';
+import { openSqlite, type SynchronousMode } from './sqlite/index.js';
+import type { Storage } from './types.js';
+
+/** Which database `DATABASE_URL` names, and its settings. */
+export type DatabaseConfig =
+  | { engine: 'sqlite'; file: string; synchronous: SynchronousMode }
+  | { engine: 'postgres'; url: string; poolSize: number; timeoutMs: number };
+
+export interface OpenOptions {
+  /** The clock idempotency keys expire by (Unix milliseconds). */
+  now?: () => number;
+  /** Told of a pooled PostgreSQL connection that failed while idle. */
+  onIdleError?: (error: Error) => void;
+}
+
+/** Opens the configured backend, with its migrations applied. */
+export async function openStorage(database: DatabaseConfig, options: OpenOptions = {}): Promise<Storage> {
+  const now = options.now === undefined ? {} : { now: options.now };
+  if (database.engine === 'sqlite') {
+    return openSqlite({ filename: database.file, synchronous: database.synchronous, ...now });
+  }
+  return openPostgres({
+    connectionString: database.url,
+    poolSize: database.poolSize,
+    timeoutMs: database.timeoutMs,
+    ...now,
+    ...(options.onIdleError === undefined ? {} : { onIdleError: options.onIdleError }),
+  });
+}
+
+/** The database as it may be shown in a banner or a log: a PostgreSQL URL without its password. */
+export function describeDatabase(database: DatabaseConfig): string {
+  if (database.engine === 'sqlite') return database.file;
+  const url = new URL(database.url);
+  url.password = '';
+  url.searchParams.delete('password');
+  return url.toString();
+}
