@@ -19,6 +19,7 @@ import errors, { clientErrorHandlerWith, frameworkErrors, type RequestHook } fro
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
+import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
@@ -41,6 +42,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Where clients reach this instance, named first in the served contract (default: the listen address). */
   publicUrl?: string | undefined;
+  /** When to shed load with 503s; see DEFAULT_OVERLOAD. */
+  overload?: OverloadSettings;
   /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
   metrics?: Metrics | undefined;
 }
@@ -131,6 +134,7 @@ export async function buildApp({
   rateLimit = DEFAULT_RATE_LIMITS,
   connections = DEFAULT_CONNECTION_LIMITS,
   metrics,
+  overload: overloadSettings = DEFAULT_OVERLOAD,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
@@ -175,11 +179,14 @@ export async function buildApp({
   app.addHook('onRequest', standardHeaders);
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
+  // Shedding comes first: a refusal must cost as little as possible.
+  await app.register(overload, { settings: overloadSettings, metrics });
   await app.register(framing);
   await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);
 
-  await app.register(health, { storage });
+  const overloaded = overloadedError(overloadSettings);
+  await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);

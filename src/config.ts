@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
+import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
 import type { DatabaseConfig } from './storage/index.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
@@ -13,6 +14,7 @@ export interface Config {
   connections: ConnectionLimits;
   /** The URL clients reach this instance at, when it differs from the listen address. */
   publicUrl: string | undefined;
+  overload: OverloadSettings;
   /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
   metrics: { host: string; port: number } | undefined;
 }
@@ -127,5 +129,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     metrics: metricsFrom(env),
+    overload: {
+      maxEventLoopDelayMs: wholeNumber(
+        'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS',
+        env.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+        DEFAULT_OVERLOAD.maxEventLoopDelayMs,
+        0,
+      ),
+      retryAfterSeconds: wholeNumber(
+        'OVERLOAD_RETRY_AFTER_SECONDS',
+        env.OVERLOAD_RETRY_AFTER_SECONDS,
+        DEFAULT_OVERLOAD.retryAfterSeconds,
+        1,
+      ),
+      sampleIntervalMs: wholeNumber(
+        'OVERLOAD_SAMPLE_INTERVAL_MS',
+        env.OVERLOAD_SAMPLE_INTERVAL_MS,
+        DEFAULT_OVERLOAD.sampleIntervalMs,
+        1,
+      ),
+    },
   };
 }

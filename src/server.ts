@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
     connections: config.connections,
+    overload: config.overload,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 

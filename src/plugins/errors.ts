@@ -81,14 +81,23 @@ function describeValidation(error: FastifyError): string {
   return `${where} ${first.message ?? 'is invalid'}`;
 }
 
-function send(reply: FastifyReply, error: ApiError): FastifyReply {
+/**
+ * Sets the status and headers of an Error answer and returns its body, for a caller that sends
+ * it itself, outside the error handler (under-pressure's handler).
+ */
+export function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
     closeLingeringAfterAnswer(reply.request.raw.socket);
   }
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
-  return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+  reply.code(error.statusCode).headers(error.headers);
+  return error.toBody();
+}
+
+function send(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply.send(prepareErrorReply(reply, error));
 }
 
 /**

@@ -10,6 +10,7 @@ import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
 import { Metrics } from '../../src/metrics/registry.js';
+import { DEFAULT_OVERLOAD, type OverloadSettings } from '../../src/plugins/overload.js';
 import { instrumentStorage } from '../../src/storage/instrumented.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
@@ -69,6 +70,11 @@ export interface StartOptions {
   storageSeenByServer?: (storage: Storage) => Storage;
   /** Count requests and storage calls into Prometheus metrics, as the server does by default. */
   metrics?: boolean;
+  /**
+   * When to shed load. Off unless a test asks: this process also runs the test's own work, and on a
+   * shared machine its event loop may lag for reasons no server would see.
+   */
+  overload?: OverloadSettings;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -82,6 +88,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     contract,
     storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
     metrics,
+    overload: options.overload ?? { ...DEFAULT_OVERLOAD, maxEventLoopDelayMs: 0 },
     logger: false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),

@@ -21,8 +21,17 @@ export interface ServerProcess {
 /** Starts the production build as `npm start` does, on a random port, and waits for the banner. */
 export async function startServerProcess(t: Teardown, env: Record<string, string>): Promise<ServerProcess> {
   const child = spawn(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
-    // METRICS_PORT 0: test servers run side by side, and the default port would be taken.
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env },
+    // METRICS_PORT 0: test servers run side by side, and the default port would be taken. No
+    // shedding unless a test asks: tests share a busy machine, and a 503 there would be noise.
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      METRICS_PORT: '0',
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
