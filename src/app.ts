@@ -42,6 +42,10 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Where clients reach this instance, named first in the served contract (default: the listen address). */
   publicUrl?: string | undefined;
+  /** Which peers' X-Forwarded-For names the client (fastify's trustProxy); none by default. */
+  trustProxy?: boolean | number | string;
+  /** Certificate and key (PEM): the server speaks HTTPS. */
+  https?: { cert: Buffer; key: Buffer } | undefined;
   /** When to shed load with 503s; see DEFAULT_OVERLOAD. */
   overload?: OverloadSettings;
   /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
@@ -135,6 +139,8 @@ export async function buildApp({
   connections = DEFAULT_CONNECTION_LIMITS,
   metrics,
   overload: overloadSettings = DEFAULT_OVERLOAD,
+  trustProxy = false,
+  https,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
@@ -146,8 +152,15 @@ export async function buildApp({
   };
   const httpMetrics = metrics && observeHttp(metrics);
   const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
+  // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
+  const tls: object = https === undefined ? {} : { https };
   const app = Fastify({
     logger,
+    // The failed-authentication limit and the logs use request.ip: the client's address from
+    // X-Forwarded-For when the peer is a trusted proxy, the peer's otherwise.
+    // fastify takes a hop count too, though its types leave it out.
+    trustProxy: trustProxy as boolean | string,
+    ...tls,
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,
     logController: new RequestLog(),

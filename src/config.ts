@@ -15,6 +15,10 @@ export interface Config {
   /** The URL clients reach this instance at, when it differs from the listen address. */
   publicUrl: string | undefined;
   overload: OverloadSettings;
+  /** fastify's trustProxy: which peers' X-Forwarded-For names the client (TRUST_PROXY). */
+  trustProxy: TrustProxy;
+  /** TLS_CERT_FILE and TLS_KEY_FILE: the server speaks HTTPS itself; undefined for plain HTTP. */
+  tls: { certFile: string; keyFile: string } | undefined;
   /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
   metrics: { host: string; port: number } | undefined;
 }
@@ -97,6 +101,38 @@ function portFrom(name: string, value: string | undefined, fallback: number): nu
   return Number(value);
 }
 
+/** `false`, `true` (any peer: only when every connection comes through the proxy), a hop count, or addresses/CIDRs. */
+export type TrustProxy = boolean | number | string;
+
+/** TRUST_PROXY: unset/`false`, `true`, a number of proxy hops, or comma-separated addresses and CIDRs. */
+function trustProxyFrom(value: string | undefined): TrustProxy {
+  const setting = (value ?? '').trim();
+  if (setting === '' || setting.toLowerCase() === 'false') return false;
+  if (setting.toLowerCase() === 'true') return true;
+  if (/^[0-9]+$/.test(setting)) return Number(setting);
+  const addresses = setting.split(',').map((part) => part.trim());
+  if (
+    addresses.some(
+      (part) => !/^[0-9a-fA-F.:]+(\/[0-9]{1,3})?$/.test(part) && !/^(loopback|linklocal|uniquelocal)$/.test(part),
+    )
+  ) {
+    throw new Error(
+      `TRUST_PROXY must be true, false, a hop count, or comma-separated addresses/CIDRs; got "${value ?? ''}"`,
+    );
+  }
+  return addresses.join(',');
+}
+
+function tlsFrom(env: NodeJS.ProcessEnv): Config['tls'] {
+  const certFile = env.TLS_CERT_FILE ?? '';
+  const keyFile = env.TLS_KEY_FILE ?? '';
+  if (certFile === '' && keyFile === '') return undefined;
+  if (certFile === '' || keyFile === '') {
+    throw new Error('TLS_CERT_FILE and TLS_KEY_FILE go together: set both for HTTPS, or neither');
+  }
+  return { certFile: resolve(certFile), keyFile: resolve(keyFile) };
+}
+
 /** The metrics listener: METRICS_PORT (default 9464, `off` for none) on METRICS_HOST (default loopback). */
 function metricsFrom(env: NodeJS.ProcessEnv): Config['metrics'] {
   if (env.METRICS_PORT?.toLowerCase() === 'off') return undefined;
@@ -129,6 +165,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     metrics: metricsFrom(env),
+    trustProxy: trustProxyFrom(env.TRUST_PROXY),
+    tls: tlsFrom(env),
     overload: {
       maxEventLoopDelayMs: wholeNumber(
         'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS',

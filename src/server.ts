@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
@@ -7,10 +8,23 @@ import { type MetricsServer, startMetricsServer } from './metrics/server.js';
 import { instrumentStorage } from './storage/instrumented.js';
 import { describeDatabase, openStorage } from './storage/index.js';
 
+/** A TLS file, or a start that stops saying which one could not be read. */
+function readTlsFile(name: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new Error(`${name} ${path} cannot be read: ${(error as Error).message}`, { cause: error });
+  }
+}
+
 /** Starts the API: `npm start`. Configuration comes from the environment (see README). */
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
+  const https = config.tls && {
+    cert: readTlsFile('TLS_CERT_FILE', config.tls.certFile),
+    key: readTlsFile('TLS_KEY_FILE', config.tls.keyFile),
+  };
   let onIdleError = (_error: Error): void => undefined;
   const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const metrics = config.metrics && new Metrics();
@@ -23,6 +37,8 @@ async function main(): Promise<void> {
     rateLimit: config.rateLimit,
     connections: config.connections,
     overload: config.overload,
+    trustProxy: config.trustProxy,
+    https,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
@@ -53,7 +69,7 @@ async function main(): Promise<void> {
   const issued = await ensureDevelopmentKey(storage.accounts);
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const origin = `${https === undefined ? 'http' : 'https'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
   const api = `${origin}${contract.basePath}`;
   const lines = [

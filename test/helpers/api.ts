@@ -75,6 +75,8 @@ export interface StartOptions {
    * shared machine its event loop may lag for reasons no server would see.
    */
   overload?: OverloadSettings;
+  /** fastify's trustProxy, as TRUST_PROXY gives it. */
+  trustProxy?: boolean | number | string;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -89,6 +91,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
     metrics,
     overload: options.overload ?? { ...DEFAULT_OVERLOAD, maxEventLoopDelayMs: 0 },
+    ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
     logger: false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),

@@ -8,7 +8,7 @@ import type { Teardown } from './api.js';
 
 export interface ServerProcess {
   child: ChildProcess;
-  /** The API base URL from the banner, e.g. http://127.0.0.1:41234/v1. */
+  /** The API base URL from the banner, e.g. http://127.0.0.1:41234/v1 (https:// with TLS). */
   baseUrl: string;
   /** The development key, when the banner printed one. */
   key: string | undefined;
@@ -49,7 +49,7 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
     if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}${stdout}`);
     if (Date.now() > deadline) throw new Error(`no banner within 15 s: ${stderr}${stdout}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
-    banner = /Pet Store API at (http:\/\/\S+\/v1) /.exec(stdout);
+    banner = /Pet Store API at (https?:\/\/\S+\/v1) /.exec(stdout);
   }
   // The key, when there is one, is printed alone on the banner's last line in the same write.
   const key = /^(psk_\S+)$/m.exec(stdout)?.[1];
