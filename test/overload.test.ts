@@ -22,7 +22,15 @@ t.test('past its event-loop delay the server sheds with 503s, /readyz says so, t
   const settings = { maxEventLoopDelayMs: 20, retryAfterSeconds: 3, sampleIntervalMs: 100 };
   const api = await startApi(t, { metrics: true, overload: settings });
   const get = () => api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
-  t.equal((await get()).statusCode, 200, 'served before the load');
+  /** Whether requests are served again within a few seconds of quiet (this process's own start-up may lag). */
+  const servedWhenQuiet = async () => {
+    for (let i = 0; i < 50; i++) {
+      if ((await get()).statusCode === 200) return true;
+      await sleep(100);
+    }
+    return false;
+  };
+  t.ok(await servedWhenQuiet(), 'served before the load');
 
   // Three samples' worth of a loop busy for 60 ms at a time: a mean delay well over 20 ms.
   await saturate(400, 60);
@@ -39,12 +47,7 @@ t.test('past its event-loop delay the server sheds with 503s, /readyz says so, t
   t.equal((await api.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, '/healthz: the process is up');
 
   // A few quiet samples later it serves again, by itself.
-  let recovered = false;
-  for (let i = 0; i < 50 && !recovered; i++) {
-    await sleep(100);
-    recovered = (await get()).statusCode === 200;
-  }
-  t.ok(recovered, 'serves again once the loop is quiet');
+  t.ok(await servedWhenQuiet(), 'serves again once the loop is quiet');
   t.equal((await api.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
   const text = await api.metrics?.registry.metrics();
   t.match(text, /petstore_http_rejections_total\{cause="overload"\} [1-9]/, 'shedding is counted');

@@ -49,6 +49,11 @@ export function overloadedError(settings: OverloadSettings): ApiError {
 }
 
 async function overloadPlugin(app: FastifyInstance, { settings, metrics }: OverloadOptions): Promise<void> {
+  if (settings.maxEventLoopDelayMs === 0) {
+    // Off: not even the sampling (a histogram fed every 10 ms, and a timer) runs.
+    app.decorate('isUnderPressure', () => false);
+    return;
+  }
   const overloaded = overloadedError(settings);
   await app.register(underPressure, {
     maxEventLoopDelay: settings.maxEventLoopDelayMs,
