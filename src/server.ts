@@ -25,7 +25,7 @@ async function main(): Promise<void> {
     cert: readTlsFile('TLS_CERT_FILE', config.tls.certFile),
     key: readTlsFile('TLS_KEY_FILE', config.tls.keyFile),
   };
-  let onIdleError = (_error: Error): void => undefined;
+  let onIdleError: (error: Error) => void = () => undefined;
   const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({

@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
@@ -12,20 +9,17 @@ import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
 import { Metrics } from '../../src/metrics/registry.js';
 import { DEFAULT_OVERLOAD, type OverloadSettings } from '../../src/plugins/overload.js';
 import { instrumentStorage } from '../../src/storage/instrumented.js';
-import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
+import { newDatabase, openDatabase, type Teardown } from './backend.js';
 import { assertConforms, contract } from './contract.js';
+
+export { temporaryDirectory, type Teardown } from './backend.js';
 
 /** A tap test, as subtest callbacks receive it. */
 export type TapTest = Test & BuiltPlugins;
 
 function jsonOf(body: string): ConformingResponse['json'] {
   return () => JSON.parse(body) as never;
-}
-
-/** What the helpers need of a tap test: a place to clean up. */
-export interface Teardown {
-  teardown(fn: () => unknown): void;
 }
 
 export interface ConformingResponse {
@@ -40,8 +34,8 @@ export interface ConformingResponse {
 export interface TestApi {
   app: FastifyInstance;
   storage: Storage;
-  /** The SQLite file behind this server. */
-  databaseFile: string;
+  /** The database behind this server (a SQLite file, or a PostgreSQL URL). */
+  databaseUrl: string;
   /** A valid API key and its header. */
   key: string;
   auth: { authorization: string };
@@ -53,15 +47,10 @@ export interface TestApi {
   createPet(body: { name: string; categoryId: number; status?: Pet['status'] }): Promise<Pet>;
 }
 
-export function temporaryDirectory(t: Teardown): string {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** A real server on a real SQLite file in a temporary folder, with one account and key. */
+/** A real server on a new database of the backend under test, with one account and key. */
 export interface StartOptions {
-  databaseFile?: string;
+  /** An existing database to serve instead of a new one. */
+  databaseUrl?: string;
   rateLimit?: RateLimitSettings;
   connections?: ConnectionLimits;
   /** The clock idempotency keys expire by. */
@@ -80,8 +69,8 @@ export interface StartOptions {
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
-  const databaseFile = options.databaseFile ?? join(temporaryDirectory(t), 'petstore.db');
-  const storage = openSqlite({ filename: databaseFile, ...(options.now === undefined ? {} : { now: options.now }) });
+  const databaseUrl = options.databaseUrl ?? (await newDatabase(t));
+  const storage = await openDatabase(databaseUrl, options.now === undefined ? {} : { now: options.now });
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
   const metrics = options.metrics === true ? new Metrics() : undefined;
@@ -115,7 +104,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     return response.json<Pet>();
   };
 
-  return { app, storage, databaseFile, key, auth, request, createPet, metrics };
+  return { app, storage, databaseUrl, key, auth, request, createPet, metrics };
 }
 
 /** Writes `bytes` on a connection of its own; resolves with everything answered until the server ends it. */
