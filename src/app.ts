@@ -16,13 +16,16 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandler, frameworkErrors, type RequestHook } from './plugins/errors.js';
+import errors, { clientErrorHandlerWith, frameworkErrors, type RequestHook } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
+import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
+import { countUnparsable, observeHttp } from './metrics/http.js';
+import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
 import type { Storage } from './storage/types.js';
 
@@ -48,6 +51,14 @@ export interface AppOptions {
    * without a handler stops the start.
    */
   development?: boolean;
+  /** Which peers' X-Forwarded-For names the client (fastify's trustProxy); none by default. */
+  trustProxy?: boolean | number | string;
+  /** Certificate and key (PEM): the server speaks HTTPS. */
+  https?: { cert: Buffer; key: Buffer } | undefined;
+  /** When to shed load with 503s; see DEFAULT_OVERLOAD. */
+  overload?: OverloadSettings;
+  /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
+  metrics?: Metrics | undefined;
 }
 
 export interface ConnectionLimits {
@@ -137,6 +148,10 @@ export async function buildApp({
   redis,
   connections = DEFAULT_CONNECTION_LIMITS,
   development = false,
+  metrics,
+  overload: overloadSettings = DEFAULT_OVERLOAD,
+  trustProxy = false,
+  https,
 }: AppOptions): Promise<FastifyInstance> {
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
@@ -146,8 +161,17 @@ export async function buildApp({
     const hooks = operation === undefined ? [] : (operationHooks.get(operation.operationId) ?? []);
     return [standardHeaders, apiHeaders, ...hooks];
   };
+  const httpMetrics = metrics && observeHttp(metrics);
+  const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
+  // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
+  const tls: object = https === undefined ? {} : { https };
   const app = Fastify({
     logger,
+    // The failed-authentication limit and the logs use request.ip: the client's address from
+    // X-Forwarded-For when the peer is a trusted proxy, the peer's otherwise.
+    // fastify takes a hop count too, though its types leave it out.
+    trustProxy: trustProxy as boolean | string,
+    ...tls,
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,
     logController: new RequestLog(),
@@ -163,8 +187,8 @@ export async function buildApp({
       // The framing plugin answers a missing Host with an Error body; Node's answer has none.
       requireHostHeader: false,
     },
-    clientErrorHandler,
-    frameworkErrors: frameworkErrors(paths, hooksFor),
+    clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
+    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
@@ -181,11 +205,16 @@ export async function buildApp({
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
   app.addHook('onRequest', standardHeaders);
+  // Before any route, so that each is observed.
+  httpMetrics?.register(app);
+  // Shedding comes first: a refusal must cost as little as possible.
+  await app.register(overload, { settings: overloadSettings, metrics });
   await app.register(framing);
-  await app.register(errors, { paths });
+  await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);
 
-  await app.register(health, { storage });
+  const overloaded = overloadedError(overloadSettings);
+  await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);

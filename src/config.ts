@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
+import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
 import type { DatabaseConfig } from './storage/index.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
@@ -15,6 +16,13 @@ export interface Config {
   publicUrl: string | undefined;
   /** Where the rate limits are counted, shared by all instances; undefined: each counts alone. */
   redisUrl: string | undefined;
+  overload: OverloadSettings;
+  /** fastify's trustProxy: which peers' X-Forwarded-For names the client (TRUST_PROXY). */
+  trustProxy: TrustProxy;
+  /** TLS_CERT_FILE and TLS_KEY_FILE: the server speaks HTTPS itself; undefined for plain HTTP. */
+  tls: { certFile: string; keyFile: string } | undefined;
+  /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
+  metrics: { host: string; port: number } | undefined;
 }
 
 const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
@@ -87,10 +95,10 @@ function wholeNumber(name: string, value: string | undefined, fallback: number, 
 }
 
 /** Plain decimal only: `Number()` would also take `0x50` (port 80) or ` ` (any port). */
-function portFrom(value: string | undefined): number {
-  if (value === undefined || value === '') return 3000;
+function portFrom(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
   if (!/^(0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > 65535) {
-    throw new Error(`PORT must be an integer from 0 to 65535; got "${value}"`);
+    throw new Error(`${name} must be an integer from 0 to 65535${name === 'PORT' ? '' : ', or off'}; got "${value}"`);
   }
   return Number(value);
 }
@@ -107,10 +115,48 @@ function redisUrlFrom(value: string | undefined): string | undefined {
   return value;
 }
 
+/** `false`, `true` (any peer: only when every connection comes through the proxy), a hop count, or addresses/CIDRs. */
+export type TrustProxy = boolean | number | string;
+
+/** TRUST_PROXY: unset/`false`, `true`, a number of proxy hops, or comma-separated addresses and CIDRs. */
+function trustProxyFrom(value: string | undefined): TrustProxy {
+  const setting = (value ?? '').trim();
+  if (setting === '' || setting.toLowerCase() === 'false') return false;
+  if (setting.toLowerCase() === 'true') return true;
+  if (/^[0-9]+$/.test(setting)) return Number(setting);
+  const addresses = setting.split(',').map((part) => part.trim());
+  if (
+    addresses.some(
+      (part) => !/^[0-9a-fA-F.:]+(\/[0-9]{1,3})?$/.test(part) && !/^(loopback|linklocal|uniquelocal)$/.test(part),
+    )
+  ) {
+    throw new Error(
+      `TRUST_PROXY must be true, false, a hop count, or comma-separated addresses/CIDRs; got "${value ?? ''}"`,
+    );
+  }
+  return addresses.join(',');
+}
+
+function tlsFrom(env: NodeJS.ProcessEnv): Config['tls'] {
+  const certFile = env.TLS_CERT_FILE ?? '';
+  const keyFile = env.TLS_KEY_FILE ?? '';
+  if (certFile === '' && keyFile === '') return undefined;
+  if (certFile === '' || keyFile === '') {
+    throw new Error('TLS_CERT_FILE and TLS_KEY_FILE go together: set both for HTTPS, or neither');
+  }
+  return { certFile: resolve(certFile), keyFile: resolve(keyFile) };
+}
+
+/** The metrics listener: METRICS_PORT (default 9464, `off` for none) on METRICS_HOST (default loopback). */
+function metricsFrom(env: NodeJS.ProcessEnv): Config['metrics'] {
+  if (env.METRICS_PORT?.toLowerCase() === 'off') return undefined;
+  return { host: setting(env.METRICS_HOST, '127.0.0.1'), port: portFrom('METRICS_PORT', env.METRICS_PORT, 9464) };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: setting(env.HOST, '127.0.0.1'),
-    port: portFrom(env.PORT),
+    port: portFrom('PORT', env.PORT, 3000),
     database: databaseFrom(env),
     logLevel: oneOf('LOG_LEVEL', setting(env.LOG_LEVEL, 'info'), LOG_LEVELS, (value) => value.toLowerCase()),
     rateLimit: {
@@ -133,5 +179,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     redisUrl: redisUrlFrom(env.REDIS_URL),
+    metrics: metricsFrom(env),
+    trustProxy: trustProxyFrom(env.TRUST_PROXY),
+    tls: tlsFrom(env),
+    overload: {
+      maxEventLoopDelayMs: wholeNumber(
+        'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS',
+        env.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+        DEFAULT_OVERLOAD.maxEventLoopDelayMs,
+        0,
+      ),
+      retryAfterSeconds: wholeNumber(
+        'OVERLOAD_RETRY_AFTER_SECONDS',
+        env.OVERLOAD_RETRY_AFTER_SECONDS,
+        DEFAULT_OVERLOAD.retryAfterSeconds,
+        1,
+      ),
+      sampleIntervalMs: wholeNumber(
+        'OVERLOAD_SAMPLE_INTERVAL_MS',
+        env.OVERLOAD_SAMPLE_INTERVAL_MS,
+        DEFAULT_OVERLOAD.sampleIntervalMs,
+        1,
+      ),
+    },
   };
 }

@@ -27,6 +27,8 @@ export class RequestLog extends LogController {
     const line = {
       method: request.method,
       url: withoutKeys(request.url),
+      // The client's address: from X-Forwarded-For only when the peer is a trusted proxy (TRUST_PROXY).
+      client: request.ip,
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };

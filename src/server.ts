@@ -1,9 +1,22 @@
+import { readFileSync } from 'node:fs';
 import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { loadContract } from './contract.js';
 import { redisClient, redisLocation } from './redis.js';
+import { Metrics } from './metrics/registry.js';
+import { type MetricsServer, startMetricsServer } from './metrics/server.js';
+import { instrumentStorage } from './storage/instrumented.js';
 import { describeDatabase, openStorage } from './storage/index.js';
+
+/** A TLS file, or a start that stops saying which one could not be read. */
+function readTlsFile(name: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new Error(`${name} ${path} cannot be read: ${(error as Error).message}`, { cause: error });
+  }
+}
 
 /**
  * Starts the API: `npm start`, and under `npm run dev` (scripts/dev.ts, which sets PETSTORE_DEV=1).
@@ -12,27 +25,38 @@ import { describeDatabase, openStorage } from './storage/index.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
+  const https = config.tls && {
+    cert: readTlsFile('TLS_CERT_FILE', config.tls.certFile),
+    key: readTlsFile('TLS_KEY_FILE', config.tls.keyFile),
+  };
   let onIdleError: (error: Error) => void = () => undefined;
   const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
+  const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,
-    storage,
+    storage: metrics === undefined ? storage : instrumentStorage(storage, metrics),
+    metrics,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
     redis,
     connections: config.connections,
     development: process.env.PETSTORE_DEV === '1',
+    overload: config.overload,
+    trustProxy: config.trustProxy,
+    https,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
+  let metricsServer: MetricsServer | undefined;
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
     await app.close();
+    await metricsServer?.close();
     redis?.disconnect();
     await storage.close();
     process.exit(0);
@@ -41,11 +65,19 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 
   await app.listen({ host: config.host, port: config.port });
+  if (metrics !== undefined && config.metrics !== undefined) {
+    const { host, port } = config.metrics;
+    metricsServer = await startMetricsServer(metrics.registry, host, port).catch((error: unknown) => {
+      throw new Error(
+        `metrics listener on ${host}:${port} (METRICS_HOST, METRICS_PORT; off with METRICS_PORT=off): ${String(error)}`,
+      );
+    });
+  }
   // Only once listening: a key issued by a start that then fails (port taken) is never shown.
   const issued = await ensureDevelopmentKey(storage.accounts);
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const origin = `${https === undefined ? 'http' : 'https'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
   const api = `${origin}${contract.basePath}`;
   const lines = [
@@ -55,6 +87,7 @@ async function main(): Promise<void> {
     redis === undefined
       ? '  rate limits: counted by this instance alone; set REDIS_URL to share them across instances'
       : `  rate limits: shared through Redis at ${redisLocation(redis)}`,
+    `  metrics: ${metricsServer?.url ?? 'off (METRICS_PORT=off)'}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.

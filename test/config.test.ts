@@ -62,3 +62,27 @@ t.test('REDIS_URL is a redis:// or rediss:// URL, never echoed back', async (t) 
     t.notMatch((error as Error).message, 'secret', 'the value, which may hold a password, is not repeated');
   }
 });
+
+t.test('metrics listen on METRICS_HOST:METRICS_PORT, loopback 9464 by default; off turns them off', async (t) => {
+  t.same(loadConfig({}).metrics, { host: '127.0.0.1', port: 9464 });
+  t.same(loadConfig({ METRICS_HOST: '0.0.0.0', METRICS_PORT: '9100' }).metrics, { host: '0.0.0.0', port: 9100 });
+  t.equal(loadConfig({ METRICS_PORT: 'off' }).metrics, undefined);
+  t.equal(loadConfig({ METRICS_PORT: 'OFF' }).metrics, undefined);
+  t.throws(() => loadConfig({ METRICS_PORT: 'no' }), /METRICS_PORT must be an integer from 0 to 65535, or off/);
+});
+
+t.test('overload: OVERLOAD_MAX_EVENT_LOOP_DELAY_MS (0 turns shedding off), Retry-After and sampling', async (t) => {
+  t.same(loadConfig({}).overload, { maxEventLoopDelayMs: 100, retryAfterSeconds: 1, sampleIntervalMs: 500 });
+  t.same(
+    loadConfig({
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+      OVERLOAD_RETRY_AFTER_SECONDS: '5',
+      OVERLOAD_SAMPLE_INTERVAL_MS: '250',
+    }).overload,
+    { maxEventLoopDelayMs: 0, retryAfterSeconds: 5, sampleIntervalMs: 250 },
+  );
+  t.throws(
+    () => loadConfig({ OVERLOAD_RETRY_AFTER_SECONDS: '0' }),
+    /OVERLOAD_RETRY_AFTER_SECONDS must be a whole number above 0/,
+  );
+});

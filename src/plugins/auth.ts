@@ -22,14 +22,17 @@ function unauthorized(message: string, tokenSent: boolean): ApiError {
 // Node trims header values, so `Bearer ` with no token arrives as `Bearer`.
 const BEARER_ALONE = /^bearer *$/i;
 
+// The three answers never change: built once, a refusal allocates nothing for them.
+const MISSING_KEY = unauthorized('Missing API key: send Authorization: Bearer <key>', false);
+const NOT_BEARER = unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
+const INVALID_KEY = unauthorized('Invalid or revoked API key', true);
+
 /** The token of `Authorization: Bearer <token>`, or the 401 for a header that is missing or not that. */
 function bearerToken(header: string | undefined): string | ApiError {
   const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
   if (token !== undefined) return token;
-  if (header === undefined || header === '' || BEARER_ALONE.test(header)) {
-    return unauthorized('Missing API key: send Authorization: Bearer <key>', false);
-  }
-  return unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
+  if (header === undefined || header === '' || BEARER_ALONE.test(header)) return MISSING_KEY;
+  return NOT_BEARER;
 }
 
 /**
@@ -46,7 +49,7 @@ export function bearerAuth(
     const principal =
       typeof token === 'string' && hasKeyShape(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
     if (principal === undefined) {
-      const failure = typeof token === 'string' ? unauthorized('Invalid or revoked API key', true) : token;
+      const failure = typeof token === 'string' ? INVALID_KEY : token;
       throw (await onFailure(request, reply)) ?? failure;
     }
     request.principal = principal;

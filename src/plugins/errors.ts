@@ -8,6 +8,7 @@ import type {
   FastifyRequest,
   onRequestAsyncHookHandler,
   onRequestHookHandler,
+  onResponseHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
@@ -16,6 +17,8 @@ import { StorageUnavailableError } from '../storage/types.js';
 
 export interface ErrorsOptions {
   paths: PathTable;
+  /** Runs on every answer of the not-found handler (404, 405, an undecodable URL): metrics. */
+  onUnmatchedResponse?: onResponseHookHandler | undefined;
 }
 
 /** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
@@ -97,14 +100,23 @@ function describeValidation(error: FastifyError): string {
   return `${where} ${ruleInWords(first.keyword, params) ?? first.message ?? 'is invalid'}`;
 }
 
-function send(reply: FastifyReply, error: ApiError): FastifyReply {
+/**
+ * Sets the status and headers of an Error answer and returns its body, for a caller that sends
+ * it itself, outside the error handler (under-pressure's handler).
+ */
+export function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
     closeLingeringAfterAnswer(reply.request.raw.socket);
   }
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
-  return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+  reply.code(error.statusCode).headers(error.headers);
+  return error.toBody();
+}
+
+function send(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply.send(prepareErrorReply(reply, error));
 }
 
 /**
@@ -166,8 +178,19 @@ function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply
  * limit). No route runs for it, so it first goes through the hooks of the operation it names, if
  * any (`hooksFor`): authentication still comes before the 400, and the headers are the same.
  */
-export function frameworkErrors(paths: PathTable, hooksFor: (request: FastifyRequest) => RequestHook[]) {
+export function frameworkErrors(
+  paths: PathTable,
+  hooksFor: (request: FastifyRequest) => RequestHook[],
+  /** fastify runs no onResponse hook for these answers: this one is run once each is written. */
+  onResponse?: onResponseHookHandler,
+) {
+  const noop = () => undefined;
   return (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    if (onResponse !== undefined) {
+      reply.raw.once('finish', () => {
+        onResponse.call(request.server, request, reply, noop);
+      });
+    }
     const parameters = paths.match(request.url)?.parameters ?? [];
     const what = parameters.length === 0 ? 'The URL' : parameters.map((name) => `params/${name}`).join(' or ');
     const answer = new ApiError(400, 'invalid_request', `${what} is not correctly percent-encoded, or is too long`);
@@ -223,18 +246,28 @@ function closeAfterAnswers(socket: Socket): void {
 
 /**
  * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
- * closes the connection, lingering.
+ * closes the connection, lingering. `onAnswer` is told each status written (metrics).
  */
-export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+export function clientErrorHandlerWith(onAnswer?: (status: number) => void) {
+  return function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+    answerClientError(this, error, socket, onAnswer);
+  };
+}
+
+export const clientErrorHandler = clientErrorHandlerWith();
+
+function answerClientError(
+  app: FastifyInstance,
+  error: Error & { code?: string },
+  socket: Socket,
+  onAnswer: ((status: number) => void) | undefined,
+): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }
   if (answersOnTheirWay(socket)) {
-    this.log.info(
-      { code: error.code },
-      'unparsable request after others on the connection: closed after their answers',
-    );
+    app.log.info({ code: error.code }, 'unparsable request after others on the connection: closed after their answers');
     closeAfterAnswers(socket);
     return;
   }
@@ -242,7 +275,8 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   const json = JSON.stringify(body);
   // No request object exists, so no request line: this one ties the answer's X-Request-Id to the log.
   const reqId = randomUUID();
-  this.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
+  app.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
+  onAnswer?.(status);
   socket.write(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${reqId}\r\n` +
@@ -272,7 +306,9 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
 
   // Decided in onRequest, before any body is read: a body sent to a wrong path or method is not
   // parsed, so it cannot turn the 404 or 405 into a 400 or 413.
-  app.setNotFoundHandler((request, reply) => send(reply, unroutable(request, options.paths)));
+  // fastify takes any lifecycle hook for the not-found context here, though its types name two.
+  const notFoundHooks = { onResponse: options.onUnmatchedResponse } as object;
+  app.setNotFoundHandler(notFoundHooks, (request, reply) => send(reply, unroutable(request, options.paths)));
   app.addHook('onRequest', function rejectUnroutable(request, _reply, done) {
     done(request.is404 ? unroutable(request, options.paths) : undefined);
   });

@@ -1,12 +1,26 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Storage } from '../storage/types.js';
+import type { ApiError } from '../errors.js';
 import { databaseUnavailable } from './errors.js';
+import { answerUnderPressure } from './overload.js';
 
-/** `/healthz`: the process is up. `/readyz`: the database answers. Neither needs a key. */
-async function healthPlugin(app: FastifyInstance, { storage }: { storage: Storage }): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (request) => {
+export interface HealthOptions {
+  storage: Storage;
+  /** While the server sheds load (overload.ts), the 503 to answer: it is not ready for more. */
+  overloaded: () => ApiError | undefined;
+}
+
+/**
+ * `/healthz`: the process is up (even when overloaded: restarting it would not help). `/readyz`:
+ * the database answers and the server is not shedding load, so a load balancer may send more.
+ * Neither needs a key, and both answer while other requests are shed.
+ */
+async function healthPlugin(app: FastifyInstance, { storage, overloaded }: HealthOptions): Promise<void> {
+  app.get('/healthz', { config: answerUnderPressure }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { config: answerUnderPressure }, async (request) => {
+    const shedding = overloaded();
+    if (shedding !== undefined) throw shedding;
     try {
       await storage.ping();
     } catch (error) {

@@ -81,6 +81,17 @@ export interface Storage {
   /** Throws when the database cannot be used. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * A backend with a connection pool (PostgreSQL) reports it here: total, idle and waiting clients
+   * (`petstore_storage_pool_clients`). Leave it out when there is no pool (SQLite).
+   */
+  stats?(): PoolStats;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
 }
 
 /**

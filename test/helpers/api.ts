@@ -7,6 +7,9 @@ import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
 import { redisClient } from '../../src/redis.js';
+import { Metrics } from '../../src/metrics/registry.js';
+import { DEFAULT_OVERLOAD, type OverloadSettings } from '../../src/plugins/overload.js';
+import { instrumentStorage } from '../../src/storage/instrumented.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
 import { assertConforms, contract } from './contract.js';
@@ -39,6 +42,8 @@ export interface TestApi {
   auth: { authorization: string };
   /** Injects a request and fails unless the response conforms to openapi.yaml. */
   request(options: InjectOptions & { method: string; url: string }): Promise<ConformingResponse>;
+  /** The server's Prometheus metrics, when started with `metrics: true`. */
+  metrics: Metrics | undefined;
   /** Creates a pet through the API (asserting the 201). */
   createPet(body: { name: string; categoryId: number; status?: Pet['status'] }): Promise<Pet>;
 }
@@ -57,6 +62,15 @@ export interface StartOptions {
   now?: () => number;
   /** What the server sees of the real storage (e.g. a backend returning more than the contract's fields). */
   storageSeenByServer?: (storage: Storage) => Storage;
+  /** Count requests and storage calls into Prometheus metrics, as the server does by default. */
+  metrics?: boolean;
+  /**
+   * When to shed load. Off unless a test asks: this process also runs the test's own work, and on a
+   * shared machine its event loop may lag for reasons no server would see.
+   */
+  overload?: OverloadSettings;
+  /** fastify's trustProxy, as TRUST_PROXY gives it. */
+  trustProxy?: boolean | number | string;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -65,11 +79,16 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
   const redis = options.redisUrl === undefined ? undefined : redisClient(options.redisUrl);
+  const metrics = options.metrics === true ? new Metrics() : undefined;
+  const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({
     contract,
-    storage: options.storageSeenByServer?.(storage) ?? storage,
-    logger: options.logger ?? false,
+    storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
+    metrics,
     redis,
+    overload: options.overload ?? { ...DEFAULT_OVERLOAD, maxEventLoopDelayMs: 0 },
+    ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
+    logger: options.logger ?? false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),
   });
@@ -93,7 +112,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     return response.json<Pet>();
   };
 
-  return { app, storage, databaseUrl, key, auth, request, createPet };
+  return { app, storage, databaseUrl, key, auth, request, createPet, metrics };
 }
 
 /** Writes `bytes` on a connection of its own; resolves with everything answered until the server ends it. */

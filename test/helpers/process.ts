@@ -8,7 +8,7 @@ import { openDatabase } from './backend.js';
 
 export interface ServerProcess {
   child: ChildProcess;
-  /** The API base URL from the banner, e.g. http://127.0.0.1:41234/v1. */
+  /** The API base URL from the banner, e.g. http://127.0.0.1:41234/v1 (https:// with TLS). */
   baseUrl: string;
   /** The development key, when the banner printed one. */
   key: string | undefined;
@@ -21,7 +21,17 @@ export interface ServerProcess {
 /** Starts the production build as `npm start` does, on a random port, and waits for the banner. */
 export async function startServerProcess(t: Teardown, env: Record<string, string>): Promise<ServerProcess> {
   const child = spawn(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    // METRICS_PORT 0: test servers run side by side, and the default port would be taken. No
+    // shedding unless a test asks: tests share a busy machine, and a 503 there would be noise.
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      METRICS_PORT: '0',
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -39,7 +49,7 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
     if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}${stdout}`);
     if (Date.now() > deadline) throw new Error(`no banner within 15 s: ${stderr}${stdout}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
-    banner = /Pet Store API at (http:\/\/\S+\/v1) /.exec(stdout);
+    banner = /Pet Store API at (https?:\/\/\S+\/v1) /.exec(stdout);
   }
   // The key, when there is one, is printed alone on the banner's last line in the same write.
   const key = /^(psk_\S+)$/m.exec(stdout)?.[1];

@@ -1,0 +1,57 @@
+import type { Metrics } from '../metrics/registry.js';
+import type { Storage } from './types.js';
+
+/** An object's methods, own and inherited (a backend's repositories may be classes or literals). */
+function methodNames(target: object): string[] {
+  const names = new Set<string>();
+  for (let proto: object | null = target; proto !== null && proto !== Object.prototype;) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      if (name !== 'constructor' && typeof (target as Record<string, unknown>)[name] === 'function') names.add(name);
+    }
+    proto = Object.getPrototypeOf(proto) as object | null;
+  }
+  return [...names];
+}
+
+/**
+ * The same repository with every method timed into `petstore_storage_query_duration_seconds` and
+ * every failure counted in `petstore_storage_errors_total`, labelled `<repository>.<method>`.
+ */
+function instrumentRepository<T extends object>(repository: T, name: string, metrics: Metrics): T {
+  const timed: Record<string, unknown> = {};
+  for (const method of methodNames(repository)) {
+    const call = (repository as Record<string, (...args: unknown[]) => unknown>)[method];
+    if (call === undefined) continue;
+    const labels = { query: `${name}.${method}` };
+    const failed = () => metrics.queryErrors.inc(labels);
+    timed[method] = async (...args: unknown[]) => {
+      const started = performance.now();
+      try {
+        return await call.apply(repository, args);
+      } catch (error) {
+        failed();
+        throw error;
+      } finally {
+        metrics.queryDuration.observe(labels, (performance.now() - started) / 1000);
+      }
+    };
+  }
+  return timed as T;
+}
+
+/**
+ * Storage whose repositories are timed (any backend: the decorator knows only the interface).
+ * A backend with a connection pool reports it through `stats()`, read at each scrape.
+ */
+export function instrumentStorage(storage: Storage, metrics: Metrics): Storage {
+  const pooled = storage.stats !== undefined;
+  const stats = () => storage.stats?.() ?? { total: 0, idle: 0, waiting: 0 };
+  if (pooled) metrics.watchPool(stats);
+  return {
+    pets: instrumentRepository(storage.pets, 'pets', metrics),
+    accounts: instrumentRepository(storage.accounts, 'accounts', metrics),
+    ping: () => storage.ping(),
+    close: () => storage.close(),
+    ...(pooled ? { stats } : {}),
+  };
+}

@@ -1,0 +1,118 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
+import t from 'tap';
+import { projectRoot } from '../src/paths.js';
+import { assertConforms } from './helpers/contract.js';
+import { startApi, temporaryDirectory, type TestApi } from './helpers/api.js';
+import { databaseWithKey, startServerProcess } from './helpers/process.js';
+
+const WRONG_KEY = { authorization: 'Bearer psk_notakeyatallnotakeyatallnotakeyat' };
+
+/** A failed authentication arriving from `peer`, claiming to be from `forwardedFor`. */
+async function failFrom(api: TestApi, peer: string, forwardedFor?: string): Promise<number> {
+  const headers = forwardedFor === undefined ? WRONG_KEY : { ...WRONG_KEY, 'x-forwarded-for': forwardedFor };
+  const response = await api.app.inject({ method: 'GET', url: '/v1/pets', headers, remoteAddress: peer });
+  assertConforms('GET', '/v1/pets', response);
+  return response.statusCode;
+}
+
+const limits = { perMinute: 1000, authFailuresPerMinute: 2 };
+
+t.test('without TRUST_PROXY a spoofed X-Forwarded-For changes nothing: the limit is per peer', async (t) => {
+  const api = await startApi(t, { rateLimit: limits });
+  t.equal(await failFrom(api, '198.51.100.1', '203.0.113.1'), 401);
+  t.equal(await failFrom(api, '198.51.100.1', '203.0.113.2'), 401);
+  t.equal(await failFrom(api, '198.51.100.1', '203.0.113.3'), 429, 'a new claimed address each time: still limited');
+  t.equal(await failFrom(api, '198.51.100.2', '203.0.113.3'), 401, 'another peer has its own count');
+});
+
+t.test('with TRUST_PROXY naming the proxy, clients behind it are limited on their own addresses', async (t) => {
+  const proxy = '10.0.0.5';
+  const api = await startApi(t, { rateLimit: limits, trustProxy: `${proxy},192.0.2.0/24` });
+  t.equal(await failFrom(api, proxy, '203.0.113.1'), 401);
+  t.equal(await failFrom(api, proxy, '203.0.113.1'), 401);
+  t.equal(await failFrom(api, proxy, '203.0.113.1'), 429, 'the client that failed is limited');
+  t.equal(await failFrom(api, proxy, '203.0.113.2'), 401, 'another client behind the same proxy is not');
+  t.equal(await failFrom(api, '192.0.2.77', '203.0.113.2'), 401, 'a proxy in a trusted CIDR');
+  t.equal(await failFrom(api, '192.0.2.77', '203.0.113.2'), 429, 'the same client through either proxy');
+  // A peer that is not a trusted proxy cannot pass as another client.
+  t.equal(await failFrom(api, '198.51.100.9', '203.0.113.50'), 401);
+  t.equal(await failFrom(api, '198.51.100.9', '203.0.113.51'), 401);
+  t.equal(await failFrom(api, '198.51.100.9', '203.0.113.52'), 429);
+
+  const hops = await startApi(t, { rateLimit: limits, trustProxy: 1 });
+  t.equal(await failFrom(hops, proxy, '203.0.113.7, 203.0.113.1'), 401);
+  t.equal(await failFrom(hops, proxy, '203.0.113.8, 203.0.113.1'), 401);
+  t.equal(await failFrom(hops, proxy, '203.0.113.9, 203.0.113.1'), 429, 'one hop: the address the proxy saw');
+});
+
+const certFile = join(projectRoot, 'test/fixtures/tls/localhost-cert.pem');
+const keyFile = join(projectRoot, 'test/fixtures/tls/localhost-key.pem');
+
+function getOverTls(url: string, headers: Record<string, string>) {
+  return new Promise<{ statusCode: number; headers: Record<string, string | string[] | undefined>; body: string }>(
+    (resolve, reject) => {
+      const request = httpsRequest(url, { ca: readFileSync(certFile), headers }, (response) => {
+        let body = '';
+        response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, headers: response.headers, body }));
+      });
+      request.on('error', reject);
+      request.end();
+    },
+  );
+}
+
+t.test(
+  'with TLS_CERT_FILE and TLS_KEY_FILE the API is served over HTTPS; logs name the forwarded client',
+  async (t) => {
+    const databaseFile = join(temporaryDirectory(t), 'tls.db');
+    const key = await databaseWithKey(databaseFile);
+    const server = await startServerProcess(t, {
+      DATABASE_URL: databaseFile,
+      TLS_CERT_FILE: certFile,
+      TLS_KEY_FILE: keyFile,
+      TRUST_PROXY: '127.0.0.1',
+    });
+    t.match(server.baseUrl, /^https:\/\/127\.0\.0\.1:\d+\/v1$/, 'the banner says https');
+    const response = await getOverTls(`${server.baseUrl}/pets`, {
+      authorization: `Bearer ${key}`,
+      'x-forwarded-for': '203.0.113.7',
+    });
+    assertConforms('GET', '/v1/pets', response);
+    t.equal(response.statusCode, 200);
+    t.same(JSON.parse(response.body), []);
+    await t.rejects(fetch(server.baseUrl.replace('https:', 'http:')), 'plain HTTP is not spoken');
+    t.equal(await server.stop(), 0);
+    t.match(server.output(), /"client":"203\.0\.113\.7"/, 'the log line names the client, not the proxy');
+  },
+);
+
+/** Starts the server expecting it to refuse; returns its exit code and what it said. */
+function failedStart(env: Record<string, string>) {
+  const result = spawnSync(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
+    env: { ...process.env, PORT: '0', METRICS_PORT: 'off', ...env },
+    encoding: 'utf8',
+    timeout: 15_000,
+  });
+  return { code: result.status, stderr: result.stderr };
+}
+
+t.test('TLS settings that cannot work stop the start with a clear message', async (t) => {
+  const databaseFile = join(temporaryDirectory(t), 'tls-bad.db');
+  const half = failedStart({ DATABASE_URL: databaseFile, TLS_CERT_FILE: certFile });
+  t.equal(half.code, 1);
+  t.match(half.stderr, /TLS_CERT_FILE and TLS_KEY_FILE go together/);
+  const missing = failedStart({
+    DATABASE_URL: databaseFile,
+    TLS_CERT_FILE: certFile,
+    TLS_KEY_FILE: '/nonexistent/key.pem',
+  });
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /TLS_KEY_FILE \/nonexistent\/key\.pem cannot be read: ENOENT/);
+  const bad = failedStart({ DATABASE_URL: databaseFile, TRUST_PROXY: 'the proxy' });
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /TRUST_PROXY must be true, false, a hop count, or comma-separated addresses/);
+});
