@@ -61,9 +61,10 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
   }
 }
 
+// Three type checks (dev's, the build's, and the handler's recompile) on a shared 2-core machine.
+t.setTimeout(240_000);
+
 t.test('npm run dev serves a new operation from the contract, then its handler', async (t) => {
-  // Three type checks (dev's, the build's, and the handler's recompile) on a shared 2-core machine.
-  t.setTimeout(240_000);
   const copy = temporaryDirectory(t);
   for (const entry of PROJECT_ENTRIES) cpSync(join(projectRoot, entry), join(copy, entry), { recursive: true });
   symlinkSync(join(projectRoot, 'node_modules'), join(copy, 'node_modules'), 'dir');
