@@ -40,7 +40,8 @@ const SPECS: readonly ServerSpec[] = [
   { name: 'unprotected', kind: 'project', env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
 ];
 
-function held(server: string, load: string, offeredRps: number, m: Measurement): HeldLoad {
+/** One load's outcome: served (2xx) p99, shed (503) share, and everything else as failed. */
+export function held(server: string, load: string, offeredRps: number, m: Measurement): HeldLoad {
   const shed = m.statuses['503'] ?? 0;
   const served = Object.entries(m.statuses).reduce((n, [status, c]) => (status.startsWith('2') ? n + c : n), 0);
   return {

@@ -58,11 +58,7 @@ async function startOwn(): Promise<{ url: string; stop(): Promise<void> }> {
   };
 }
 
-export async function postgresBackend(
-  given: string | undefined,
-  _dir: string,
-  log: (message: string) => void,
-): Promise<Backend> {
+export async function postgresBackend(given: string | undefined, log: (message: string) => void): Promise<Backend> {
   const own = given === undefined ? await startOwn() : undefined;
   const serverUrl = given ?? own?.url ?? '';
   log(
@@ -76,7 +72,7 @@ export async function postgresBackend(
   };
   return {
     name: given === undefined ? 'embedded, default settings' : 'BENCH_DATABASE_URL',
-    async seed(_seedDir, count) {
+    async seed(_dir, count) {
       const seedName = `${prefix}_seed_${count}`;
       await onServer(serverUrl, `CREATE DATABASE ${seedName}`);
       created.add(seedName);

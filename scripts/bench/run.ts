@@ -223,7 +223,7 @@ async function main(): Promise<void> {
     }
   }
   if (parts.has('postgres')) {
-    const backend = await postgresBackend(settings.databaseUrl, dir, log);
+    const backend = await postgresBackend(settings.databaseUrl, log);
     try {
       const postgres = new Comparison(`PostgreSQL (${backend.name}): project vs baseline`, {
         project: PROJECT,
