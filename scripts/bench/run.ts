@@ -45,6 +45,8 @@ const WITHOUT_METRICS: ServerSpec = { name: 'no metrics', kind: 'project', env: 
 const scenarios = selectScenarios(settings.scenarios);
 const reads = SCENARIOS.filter((scenario) => !scenario.writes);
 const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
+// A server life's database copy goes in the folder of its role, so both servers of a round can run at once.
+for (const role of ['project', 'baseline']) mkdirSync(join(dir, role));
 
 const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 const label = (count: number) => (count >= 1_000_000 ? `${count / 1_000_000}M` : `${count / 1000}k`);
@@ -162,7 +164,6 @@ async function benchBackend(
   extraStarts: number,
   atSmall: (prepared: PreparedTable) => Promise<void> = async () => undefined,
 ): Promise<PreparedTable> {
-  for (const role of ['project', 'baseline']) mkdirSync(join(dir, role), { recursive: true });
   log(`${backend.name}: seeding ${SMALL_TABLE.toLocaleString('en-US')} pets`);
   let largest = await prepareTable(backend, dir, SMALL_TABLE);
   await benchTable(comparison, largest, scenarios, extraStarts);

@@ -133,7 +133,8 @@ export async function startServer(
       () => undefined,
     );
     if (status === 200) startupMs = performance.now() - spawnedAt;
-    else if (status !== undefined) {
+    // A 503 says "not yet" (overload protection sheds while a fresh process is still compiling).
+    else if (status !== undefined && status !== 503) {
       child.kill('SIGKILL');
       throw new Error(`${spec.name} server answered ${status} to an authenticated request`);
     } else await sleep(POLL_INTERVAL_MS);
