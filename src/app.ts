@@ -160,6 +160,10 @@ export async function buildApp({
   });
 
   app.server.maxConnections = connections.maxConnections;
+  // A client that half-closes once it has sent its request (`nc -N`, some HTTP/1.0 tools) still gets
+  // its answer: by default Node ends such a connection at once, dropping a response that waits on
+  // the database. The connection closes after the last answer instead.
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Node would answer `Expect: 100-continue` with a 100 before any hook runs, inviting a body that
   // authentication may refuse (continueBeforeBody sends it once the body is wanted), and any other
   // expectation with an empty 417. Both are served as requests like any other.

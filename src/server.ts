@@ -8,7 +8,7 @@ import { describeDatabase, openStorage } from './storage/index.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
-  let onIdleError = (_error: Error): void => undefined;
+  let onIdleError: (error: Error) => void = () => undefined;
   const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
   const app = await buildApp({
     contract,

@@ -3,6 +3,7 @@ import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { ErrorBody } from '../src/errors.js';
 import { listen, parseRawResponse, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { probeDatabase } from './helpers/backend.js';
 import { assertConforms } from './helpers/contract.js';
 
 const REALM = 'Bearer realm="petstore"';
@@ -168,16 +169,14 @@ t.test('Expect: 100-continue gets the 100 only once authentication has passed', 
 
 t.test('keys are stored only as SHA-256 hashes', async (t) => {
   const api = await startApi(t);
-  const { default: Database } = await import('better-sqlite3');
-  const db = new Database(api.databaseFile, { readonly: true });
-  t.teardown(() => db.close());
-  const rows = db.prepare('SELECT hash, prefix FROM api_keys').all() as { hash: Buffer; prefix: string }[];
+  const db = await probeDatabase(t, api.databaseUrl);
+  const rows = await db.query<{ hash: Buffer; prefix: string }>('SELECT hash, prefix FROM api_keys');
   t.ok(rows.length > 0);
   for (const row of rows) {
     t.equal(row.hash.length, 32, 'a 32-byte digest');
     t.ok(api.key.startsWith(row.prefix) && row.prefix.length <= 10, 'only a short prefix is kept in clear');
   }
-  const dump = JSON.stringify(db.prepare('SELECT * FROM api_keys').all());
+  const dump = JSON.stringify(await db.query('SELECT * FROM api_keys'));
   t.notOk(dump.includes(api.key), 'the key itself is nowhere in the table');
   t.match(api.key, /^psk_[A-Za-z0-9_-]{43}$/, 'a recognisable prefix and 256 random bits');
 });

@@ -1,10 +1,10 @@
-import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, temporaryDirectory } from './helpers/api.js';
+import { conformingFetch } from './helpers/api.js';
+import { newDatabase } from './helpers/backend.js';
 import { runCli, startServerProcess } from './helpers/process.js';
 
 t.test('accounts and keys are managed with the petstore command, against a running server', async (t) => {
-  const env = { DATABASE_URL: join(temporaryDirectory(t), 'cli.db') };
+  const env = { DATABASE_URL: await newDatabase(t) };
   const account = await runCli(['accounts', 'create', 'acme'], env);
   t.equal(account.code, 0, account.stderr);
   t.match(account.stdout, /created account acme/);
@@ -40,7 +40,7 @@ t.test('accounts and keys are managed with the petstore command, against a runni
 });
 
 t.test('the petstore command explains mistakes', async (t) => {
-  const env = { DATABASE_URL: join(temporaryDirectory(t), 'cli.db') };
+  const env = { DATABASE_URL: await newDatabase(t) };
   const usage = await runCli([], env);
   t.equal(usage.code, 2);
   t.match(usage.stdout, /keys revoke <key-id>/);

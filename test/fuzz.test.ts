@@ -26,12 +26,12 @@
  */
 import { connect } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
-import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import t from 'tap';
 import { BODY_LIMIT } from '../src/app.js';
 import type { ErrorBody } from '../src/errors.js';
 import { listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { type DatabaseProbe, probeDatabase, type TableCounts } from './helpers/backend.js';
 import { ContractViolation, findOperation } from './helpers/contract.js';
 import {
   accepts,
@@ -79,36 +79,8 @@ type Mode = 'authorized' | 'unauthorized' | 'route' | 'raw';
 // ---------------------------------------------------------------------------------------------
 // The database, observed read-only
 
-type Snapshot = Record<string, number>;
-
-/** Row counts of every table and the last id of each AUTOINCREMENT table (`pets ids`). */
-class Tables {
-  private readonly db: Database.Database;
-  private readonly counts: Database.Statement<[], Snapshot>;
-  private readonly sequences: Database.Statement<[], { name: string; seq: number }>;
-
-  constructor(file: string) {
-    this.db = new Database(file, { readonly: true, fileMustExist: true });
-    const tables = this.db
-      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-      .pluck()
-      .all() as string[];
-    this.counts = this.db.prepare(
-      `SELECT ${tables.map((name) => `(SELECT count(*) FROM "${name}") AS "${name}"`).join(', ')}`,
-    );
-    this.sequences = this.db.prepare('SELECT name, seq FROM sqlite_sequence');
-  }
-
-  snapshot(): Snapshot {
-    const snapshot = { ...this.counts.get() };
-    for (const { name, seq } of this.sequences.all()) snapshot[`${name} ids`] = seq;
-    return snapshot;
-  }
-
-  close(): void {
-    this.db.close();
-  }
-}
+/** Row counts of every table and the last id each handed out (`pets ids`). */
+type Snapshot = TableCounts;
 
 function changes(before: Snapshot, after: Snapshot): string {
   const names = [...new Set([...Object.keys(before), ...Object.keys(after)])];
@@ -184,19 +156,17 @@ class Fuzzer {
 
   private constructor(
     readonly api: TestApi,
-    private readonly tables: Tables,
+    private readonly tables: DatabaseProbe,
   ) {}
 
   static async start(t: TapTest): Promise<Fuzzer> {
     const api = await startApi(t, { rateLimit: { perMinute: 0, authFailuresPerMinute: 0 } });
-    const tables = new Tables(api.databaseFile);
-    t.teardown(() => tables.close());
-    return new Fuzzer(api, tables);
+    return new Fuzzer(api, await probeDatabase(t, api.databaseUrl));
   }
 
   /** Sends a draft (or a route mutation) through inject and judges the answer. */
   async send(mode: Exclude<Mode, 'raw'>, options: Injected, draft?: Draft): Promise<void> {
-    const before = this.tables.snapshot();
+    const before = await this.tables.snapshot();
     let status: number | undefined;
     let problem: string | undefined;
     try {
@@ -228,7 +198,7 @@ class Fuzzer {
   ): Promise<string | undefined> {
     const status = response.statusCode;
     if (status >= 500) return `answered ${status}: ${response.body}`;
-    const after = this.tables.snapshot();
+    const after = await this.tables.snapshot();
     const unchanged = isDeepStrictEqual(before, after);
     if (status >= 400) {
       if (!unchanged) return `a ${status} changed the database: ${changes(before, after)}`;
@@ -312,10 +282,10 @@ class Fuzzer {
   /** Sends raw bytes over a real socket: the answer must be a declared 4xx with an Error body. */
   async sendRaw(port: number, draft: Draft, mutation: RawMutation): Promise<void> {
     const request = mutation.apply(rawFrom(draft, this.api.auth.authorization));
-    const before = this.tables.snapshot();
+    const before = await this.tables.snapshot();
     const response = await exchange(port, serialize(request));
     this.count(response.status);
-    const problem = this.judgeRaw(request, mutation, response, before);
+    const problem = await this.judgeRaw(request, mutation, response, before);
     if (problem !== undefined) {
       const shown = serialize(request).toString('latin1').split(this.api.key).join('<key>');
       throw new Error(
@@ -324,16 +294,16 @@ class Fuzzer {
     }
   }
 
-  private judgeRaw(
+  private async judgeRaw(
     request: ReturnType<typeof rawFrom>,
     mutation: RawMutation,
     response: RawResponse,
     before: Snapshot,
-  ): string | undefined {
+  ): Promise<string | undefined> {
     const { status } = response;
     if (status === undefined) return `no HTTP answer: ${JSON.stringify(response.text.slice(0, 200))}`;
     if (status < 300 && mutation.mayBeAccepted) return undefined;
-    const after = this.tables.snapshot();
+    const after = await this.tables.snapshot();
     if (!isDeepStrictEqual(before, after)) return `a ${status} changed the database: ${changes(before, after)}`;
     if (status < 400 || status >= 500) return `answered ${status}: a 4xx expected`;
     const { operation, pathKnown } = findOperation(request.method.trim(), request.target.toString('latin1'));

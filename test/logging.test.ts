@@ -1,6 +1,6 @@
-import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, parseRawResponse, rawExchange, temporaryDirectory } from './helpers/api.js';
+import { conformingFetch, parseRawResponse, rawExchange } from './helpers/api.js';
+import { newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
 /** Every character as %XX: a form of the key no plain search finds. */
@@ -9,9 +9,9 @@ function percentEncoded(text: string): string {
 }
 
 t.test('logs carry no key and no Authorization value, and tie every line to its request', async (t) => {
-  const databaseFile = join(temporaryDirectory(t), 'logs.db');
-  const key = await databaseWithKey(databaseFile);
-  const server = await startServerProcess(t, { DATABASE_URL: databaseFile, LOG_LEVEL: 'trace' });
+  const databaseUrl = await newDatabase(t);
+  const key = await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl, LOG_LEVEL: 'trace' });
   const wrongKey = `psk_${'Z'.repeat(43)}`;
   const basic = `Basic ${Buffer.from('user:hunter2').toString('base64')}`;
   const traffic: [string, RequestInit][] = [

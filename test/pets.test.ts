@@ -137,7 +137,7 @@ t.test('ids are never reused after a restart', async (t) => {
   const before = await first.createPet({ name: 'first', categoryId: 1 });
   await first.app.close();
   await first.storage.close();
-  const second = await startApi(t, { databaseFile: first.databaseFile });
+  const second = await startApi(t, { databaseUrl: first.databaseUrl });
   const listed = await second.request({ method: 'GET', url: '/v1/pets', headers: second.auth });
   t.same(listed.json(), [before], 'the data survives the restart');
   const after = await second.createPet({ name: 'second', categoryId: 1 });

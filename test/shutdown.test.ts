@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import t from 'tap';
-import { conformingFetch, temporaryDirectory } from './helpers/api.js';
+import { conformingFetch } from './helpers/api.js';
+import { newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
 function open(port: number): Promise<Socket> {
@@ -20,9 +20,9 @@ function responseOf(socket: Socket): Promise<string> {
 }
 
 t.test('SIGTERM lets an in-flight request finish, refuses new connections, and exits cleanly', async (t) => {
-  const databaseFile = join(temporaryDirectory(t), 'shutdown.db');
-  const key = await databaseWithKey(databaseFile);
-  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const databaseUrl = await newDatabase(t);
+  const key = await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl });
   const port = Number(new URL(server.baseUrl).port);
 
   const body = JSON.stringify({ name: 'In flight', categoryId: 4 });
@@ -45,7 +45,7 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
   t.equal(await exited, 0, 'the process exits 0 after closing the database');
   t.match(server.output(), /"msg":"shutting down"/);
 
-  const restarted = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const restarted = await startServerProcess(t, { DATABASE_URL: databaseUrl });
   const listed = await conformingFetch(
     new Request(`${restarted.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }),
   );
@@ -54,9 +54,9 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
 });
 
 t.test('SIGTERM is not held up by a client that ignores an error answer and keeps its end open', async (t) => {
-  const databaseFile = join(temporaryDirectory(t), 'stubborn.db');
-  await databaseWithKey(databaseFile);
-  const server = await startServerProcess(t, { DATABASE_URL: databaseFile });
+  const databaseUrl = await newDatabase(t);
+  await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl });
   const port = Number(new URL(server.baseUrl).port);
   const stubborn = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => stubborn.write('HELLO\r\n\r\n'));
   t.teardown(() => stubborn.destroy());

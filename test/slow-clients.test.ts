@@ -1,14 +1,7 @@
 import { connect, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
 import t from 'tap';
-import {
-  conformingFetch,
-  listen,
-  parseRawResponse,
-  startApi,
-  temporaryDirectory,
-  type Teardown,
-} from './helpers/api.js';
+import { conformingFetch, listen, parseRawResponse, startApi, type Teardown } from './helpers/api.js';
+import { newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 import { assertConforms } from './helpers/contract.js';
 
@@ -183,9 +176,9 @@ function sendThenRead(port: number, head: string, bodyBytes: number): Promise<st
 
 t.test('a client still sending a large body gets the refusal decided from its headers', async (t) => {
   // A server process of its own: in this process the client would read the answer before the reset.
-  const databaseFile = join(temporaryDirectory(t), 'large-bodies.db');
-  const key = await databaseWithKey(databaseFile);
-  const server = await startServerProcess(t, { DATABASE_URL: databaseFile, AUTH_FAILURES_PER_MINUTE: '0' });
+  const databaseUrl = await newDatabase(t);
+  const key = await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl, AUTH_FAILURES_PER_MINUTE: '0' });
   const port = Number(new URL(server.baseUrl).port);
   const size = 8 * 1024 * 1024;
   const post = (path: string, headers: string) =>

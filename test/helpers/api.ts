@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
@@ -9,20 +6,17 @@ import type { paths } from '../../generated/openapi.js';
 import { buildApp, type ConnectionLimits } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
-import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
+import { newDatabase, openDatabase, type Teardown } from './backend.js';
 import { assertConforms, contract } from './contract.js';
+
+export { temporaryDirectory, type Teardown } from './backend.js';
 
 /** A tap test, as subtest callbacks receive it. */
 export type TapTest = Test & BuiltPlugins;
 
 function jsonOf(body: string): ConformingResponse['json'] {
   return () => JSON.parse(body) as never;
-}
-
-/** What the helpers need of a tap test: a place to clean up. */
-export interface Teardown {
-  teardown(fn: () => unknown): void;
 }
 
 export interface ConformingResponse {
@@ -37,8 +31,8 @@ export interface ConformingResponse {
 export interface TestApi {
   app: FastifyInstance;
   storage: Storage;
-  /** The SQLite file behind this server. */
-  databaseFile: string;
+  /** The database behind this server (a SQLite file, or a PostgreSQL URL). */
+  databaseUrl: string;
   /** A valid API key and its header. */
   key: string;
   auth: { authorization: string };
@@ -48,15 +42,10 @@ export interface TestApi {
   createPet(body: { name: string; categoryId: number; status?: Pet['status'] }): Promise<Pet>;
 }
 
-export function temporaryDirectory(t: Teardown): string {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** A real server on a real SQLite file in a temporary folder, with one account and key. */
+/** A real server on a new database of the backend under test, with one account and key. */
 export interface StartOptions {
-  databaseFile?: string;
+  /** An existing database to serve instead of a new one. */
+  databaseUrl?: string;
   rateLimit?: RateLimitSettings;
   connections?: ConnectionLimits;
   /** The clock idempotency keys expire by. */
@@ -66,8 +55,8 @@ export interface StartOptions {
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
-  const databaseFile = options.databaseFile ?? join(temporaryDirectory(t), 'petstore.db');
-  const storage = openSqlite({ filename: databaseFile, ...(options.now === undefined ? {} : { now: options.now }) });
+  const databaseUrl = options.databaseUrl ?? (await newDatabase(t));
+  const storage = await openDatabase(databaseUrl, options.now === undefined ? {} : { now: options.now });
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
   const app = await buildApp({
@@ -96,7 +85,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     return response.json<Pet>();
   };
 
-  return { app, storage, databaseFile, key, auth, request, createPet };
+  return { app, storage, databaseUrl, key, auth, request, createPet };
 }
 
 /** Writes `bytes` on a connection of its own; resolves with everything answered until the server ends it. */

@@ -88,7 +88,7 @@ export async function startOwnPostgres(t: Teardown): Promise<PostgresServer> {
     await server.initialise();
     await server.start();
   } catch (error) {
-    throw new Error(`embedded PostgreSQL did not start: ${String(error)}\n${log}`);
+    throw new Error(`embedded PostgreSQL did not start: ${String(error)}\n${log}`, { cause: error });
   }
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   return {

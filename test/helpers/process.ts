@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { projectRoot } from '../../src/paths.js';
-import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { Teardown } from './api.js';
+import { openDatabase } from './backend.js';
 
 export interface ServerProcess {
   child: ChildProcess;
@@ -70,9 +70,9 @@ export async function runCli(args: string[], env: Record<string, string>) {
   }
 }
 
-/** A database file with one account and key, as `petstore accounts/keys create` would leave it. */
-export async function databaseWithKey(databaseFile: string): Promise<string> {
-  const storage = openSqlite({ filename: databaseFile });
+/** A database with one account and key, as `petstore accounts/keys create` would leave it. */
+export async function databaseWithKey(databaseUrl: string): Promise<string> {
+  const storage = await openDatabase(databaseUrl);
   try {
     const account = await storage.accounts.createAccount('ops');
     return (await issueKey(storage.accounts, account.id)).key;

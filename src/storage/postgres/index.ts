@@ -30,12 +30,9 @@ export interface PostgresOptions {
   onIdleError?: (error: Error) => void;
 }
 
-const INT8_OID = 20;
 // bigint columns hold ids and categoryIds up to 2^53 - 1: exact as numbers, as the contract has them.
-const types = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
-};
+const types = new pg.TypeOverrides();
+types.setTypeParser(pg.types.builtins.INT8, Number);
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
 const TIMESTAMP = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -47,15 +44,31 @@ const ACCOUNT_COLUMNS = `id, name, ${TIMESTAMP('created_at')} AS "createdAt"`;
 const UNAVAILABLE_CLASSES = new Set(['08', '53', '57', '58']);
 const READ_ONLY_TRANSACTION = '25006';
 
+const NETWORK_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+]);
+// node-postgres's own words for a connection that failed, timed out or was cut.
+const DRIVER_UNAVAILABLE = /timeout|timed out|Connection terminated|connection error|not queryable/i;
+
 /**
- * Whether a failure is the database's state rather than the request's: the driver's own errors
- * (refused, reset, timed out, terminated) carry no SQLSTATE; the server's do.
+ * Whether a failure is the database's state rather than a fault of ours: the server's errors carry
+ * a SQLSTATE; the driver's (refused, reset, timed out, terminated) a network code or its message.
  */
 function isUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  if (!(error instanceof pg.DatabaseError)) return true;
-  const code = error.code ?? '';
-  return UNAVAILABLE_CLASSES.has(code.slice(0, 2)) || code === READ_ONLY_TRANSACTION;
+  const code = (error as { code?: unknown }).code;
+  if (error instanceof pg.DatabaseError) {
+    return UNAVAILABLE_CLASSES.has(String(code).slice(0, 2)) || code === READ_ONLY_TRANSACTION;
+  }
+  return (typeof code === 'string' && NETWORK_ERRORS.has(code)) || DRIVER_UNAVAILABLE.test(error.message);
 }
 
 function unavailableOr(error: unknown): unknown {
@@ -85,16 +98,16 @@ async function onlyRow<R extends QueryResultRow>(db: Queryable, query: QueryConf
 
 /** `work`'s own errors pass as they are; connecting, BEGIN and COMMIT are classified like queries. */
 async function transaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  let failedInWork = false;
+  const failed = { inWork: false };
   try {
     return await inTransaction(pool, (client) =>
       work(client).catch((error: unknown) => {
-        failedInWork = true;
+        failed.inWork = true;
         throw error;
       }),
     );
   } catch (error) {
-    throw failedInWork ? error : unavailableOr(error);
+    throw failed.inWork ? error : unavailableOr(error);
   }
 }
 
