@@ -1,9 +1,10 @@
 /**
  * The benchmark's baseline: the same API written by hand with plain fastify routes and inline JSON
  * schemas (request and response), no contract tooling. It shares what is not the contract layer
- * with the project: the SQLite store and its SQL, the key hashing and lookup, the cursor codec, the
- * Error body and the one-line request log. Configured like the server: PORT, HOST, DATABASE_URL
- * (a file path), LOG_LEVEL.
+ * with the project: the store and its SQL (SQLite or PostgreSQL, the same driver and pool, chosen
+ * by DATABASE_URL as the server chooses), the key hashing and lookup, the cursor codec, the Error
+ * body and the one-line request log. Configured like the server: PORT, HOST, DATABASE_URL,
+ * DATABASE_POOL_SIZE, LOG_LEVEL.
  */
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyRequest } from 'fastify';
@@ -11,7 +12,8 @@ import { hashKey } from '../../src/auth/api-keys.js';
 import { ApiError } from '../../src/errors.js';
 import { RequestLog } from '../../src/logging.js';
 import { decodeCursor, encodeCursor } from '../../src/paging.js';
-import { openSqlite } from '../../src/storage/sqlite/index.js';
+import { loadConfig } from '../../src/config.js';
+import { openStorage } from '../../src/storage/index.js';
 import type { NewPetRecord, PetStatus } from '../../src/storage/types.js';
 
 const MAX_ID = 9007199254740991;
@@ -57,7 +59,7 @@ const listQuery = {
 };
 
 const env = process.env;
-const storage = openSqlite({ filename: env.DATABASE_URL ?? './data/petstore.db' });
+const storage = await openStorage(loadConfig(env).database);
 const app = Fastify({
   logger: { level: env.LOG_LEVEL ?? 'info', redact: ['req.headers.authorization', 'headers.authorization'] },
   logController: new RequestLog(),

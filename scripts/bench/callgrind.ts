@@ -45,22 +45,16 @@ export function callgrindPid(text: string): number | undefined {
   return match?.[1] === undefined ? undefined : Number(match[1]);
 }
 
-/** What callgrind counted by function: its events (`Ir`, and with `--cache-sim=yes` the misses too). */
-export interface FunctionCosts {
-  events: string[];
-  /** Per function, one number per event, in the order of `events`. */
-  byFunction: Map<string, number[]>;
-}
-
 /**
- * Costs by function, each counted once, in the function that incurred them. The format (valgrind's
- * "Callgrind Format Specification"): `events:` names the columns; `fn=` names the function the
- * following cost lines belong to, `(id) name` the first time and `(id)` after; `calls=` announces
- * that the next cost line is a call's inclusive cost, which belongs to the callee and is skipped
- * here. A cost line may leave out trailing zeros.
+ * Instructions (`Ir`) by function, each counted once, in the function that executed them. The
+ * format (valgrind's "Callgrind Format Specification"): `fn=` names the function the following cost
+ * lines belong to, `(id) name` the first time and `(id)` after; `calls=` announces that the next
+ * cost line is a call's inclusive cost, which belongs to the callee and is skipped here.
  */
-export function selfCosts(text: string, jit: readonly CodeRange[] = []): FunctionCosts {
+export function selfInstructions(text: string, jit: readonly CodeRange[] = []): Map<string, number> {
   const events = /^events: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? ['Ir'];
+  const column = 1 + events.indexOf('Ir');
+  if (column === 0) throw new Error(`callgrind counted no Ir (events: ${events.join(' ')})`);
   // One position column (`line`) is assumed: `--dump-instr=yes` writes two (`instr line`).
   const positions = /^positions: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? ['line'];
   if (positions.length !== 1) throw new Error(`callgrind positions ${positions.join(' ')}: only one is read`);
@@ -74,7 +68,7 @@ export function selfCosts(text: string, jit: readonly CodeRange[] = []): Functio
     }
     return /^0x[0-9a-f]+$/i.test(name) ? (rangeAt(jit, parseInt(name, 16))?.name ?? name) : name;
   };
-  const byFunction = new Map<string, number[]>();
+  const byFunction = new Map<string, number>();
   let current = '(unknown)';
   let callCostNext = false;
   for (const line of text.split('\n')) {
@@ -83,33 +77,9 @@ export function selfCosts(text: string, jit: readonly CodeRange[] = []): Functio
     else if (line.startsWith('calls=')) callCostNext = true;
     // A cost line: a position (a number, +n or -n relative to the last, or * for the same), then the counts.
     else if (/^(?:[+-]?[0-9]|\*)/.test(line)) {
-      if (callCostNext) {
-        callCostNext = false;
-        continue;
-      }
-      const counts = line.trim().split(/\s+/).slice(1).map(Number);
-      const sums = byFunction.get(current) ?? events.map(() => 0);
-      counts.forEach((count, index) => (sums[index] = (sums[index] ?? 0) + count));
-      byFunction.set(current, sums);
+      if (callCostNext) callCostNext = false;
+      else byFunction.set(current, (byFunction.get(current) ?? 0) + Number(line.trim().split(/\s+/)[column] ?? 0));
     }
   }
-  return { events, byFunction };
-}
-
-/** Instructions (`Ir`) by function, each counted once, in the function that executed them. */
-export function selfInstructions(text: string, jit: readonly CodeRange[] = []): Map<string, number> {
-  return eventByFunction(selfCosts(text, jit), ['Ir']);
-}
-
-/**
- * One event, or the sum of several (`ILmr`, `DLmr`, `DLmw`: last-level misses), by function. An
- * event the output does not have is an error, not a zero: a misnamed event would read as no misses.
- */
-export function eventByFunction({ events, byFunction }: FunctionCosts, wanted: readonly string[]): Map<string, number> {
-  const missing = wanted.filter((event) => !events.includes(event));
-  if (missing.length > 0) throw new Error(`callgrind counted no ${missing.join(', ')} (events: ${events.join(' ')})`);
-  const columns = wanted.map((event) => events.indexOf(event));
-  return new Map(
-    [...byFunction].map(([name, counts]) => [name, columns.reduce((sum, column) => sum + (counts[column] ?? 0), 0)]),
-  );
+  return byFunction;
 }

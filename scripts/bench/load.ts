@@ -10,6 +10,8 @@ export interface LoadOptions {
   rate?: number;
   /** Also collects the latencies (ms) here, to summarise several loads as one. */
   latencies?: number[];
+  /** Only the latencies of 2xx responses (the requests that were served, not shed). */
+  servedOnly?: boolean;
 }
 
 export interface Measurement {
@@ -72,6 +74,7 @@ export function applyLoad({
   connections,
   rate,
   latencies = [],
+  servedOnly = false,
 }: LoadOptions): Promise<Measurement> {
   const start = latencies.length;
   return new Promise((resolve, reject) => {
@@ -103,9 +106,9 @@ export function applyLoad({
     });
     // A connection's first response waits for the connection, opened with the others at once.
     const connected = new Set<unknown>();
-    instance.on('response', (client, _status, _bytes, milliseconds) => {
-      if (connected.has(client)) latencies.push(milliseconds);
-      else connected.add(client);
+    instance.on('response', (client, status, _bytes, milliseconds) => {
+      if (!connected.has(client)) connected.add(client);
+      else if (!servedOnly || (status >= 200 && status < 300)) latencies.push(milliseconds);
     });
   });
 }

@@ -1,34 +1,33 @@
 import { cpus, release, totalmem } from 'node:os';
 import type { ScenarioMeasurement } from './measure.js';
-import { SCENARIOS } from './scenarios.js';
-import type { ServerKind } from './server-process.js';
-import type { BenchSettings } from './settings.js';
+
+/** The server under test, and the one it is compared with (the hand-written baseline, or itself with a feature off). */
+export type Role = 'project' | 'baseline';
+export type Names = Record<Role, string>;
+const ROLES: readonly Role[] = ['project', 'baseline'];
 
 /** One scenario measured once on one server. */
 export interface ScenarioRun extends Omit<ScenarioMeasurement, 'scenario'> {
   table: string;
   round: number;
-  server: ServerKind;
+  server: Role;
   scenario: string;
 }
 
 /** One life of a server process: its start and its peak memory over all its load. */
 export interface ServerLife {
   table: string;
-  server: ServerKind;
+  server: Role;
   startupMs: number;
   peakRssMb: number;
 }
 
 export interface Soak {
-  /** The table it ran on: the largest measured, so that the warm-up fills SQLite's page cache. */
   table: string;
   warmupSeconds: number;
   seconds: number;
   afterWarmupMb: number;
   afterSoakMb: number;
-  /** VmRSS once a second during the soak. */
-  samplesMb: number[];
 }
 
 interface Medians {
@@ -36,7 +35,6 @@ interface Medians {
   p50Ms: number;
   p99Ms: number;
   cpuUsPerRequest: number;
-  warmupCpuUsPerRequest: number;
   errors: number;
   non2xx: number;
   unexpected: number;
@@ -55,8 +53,6 @@ export interface SummaryRow {
   rpsRatio: number;
   p99Ratio: number;
   cpuRatio: number;
-  /** CPU per response over the warm-up after each start (not a target: how much longer one server takes to warm up). */
-  warmupCpuRatio: number;
   /** The lowest and highest throughput ratio of a round: how far one round's pair can be trusted. */
   rpsRatioRange: [number, number];
 }
@@ -66,6 +62,14 @@ export interface TargetCheck {
   subject: string;
   value: string;
   pass: boolean;
+}
+
+/** What a comparison must meet; a limit left out is not checked. */
+export interface Limits {
+  minRpsRatio: number;
+  maxP99Ratio?: number;
+  /** The project's p99 on the larger table over its p99 on the smaller. */
+  maxScaleP99Ratio?: number;
 }
 
 export const TARGETS = {
@@ -94,7 +98,6 @@ function mediansOf(runs: ScenarioRun[]): Medians {
     p50Ms: median(runs.map((run) => run.measurement.p50Ms)),
     p99Ms: median(runs.map((run) => run.measurement.p99Ms)),
     cpuUsPerRequest: median(runs.map((run) => run.cpuUsPerRequest)),
-    warmupCpuUsPerRequest: median(runs.map((run) => run.warmupCpuUsPerRequest)),
     errors: sum((run) => run.measurement.errors),
     non2xx: sum((run) => run.measurement.non2xx),
     unexpected: sum((run) => run.unexpected),
@@ -104,9 +107,7 @@ function mediansOf(runs: ScenarioRun[]): Medians {
 /** project / baseline in each round (both servers were loaded in turn), round by round. */
 function pairedRatios(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number[] {
   const ratios = [...new Set(runs.map((run) => run.round))].map((round) => {
-    const [project, baseline] = (['project', 'baseline'] as const).map((server) =>
-      runs.find((run) => run.round === round && run.server === server),
-    );
+    const [project, baseline] = ROLES.map((server) => runs.find((run) => run.round === round && run.server === server));
     return project === undefined || baseline === undefined ? Number.NaN : pick(project) / pick(baseline);
   });
   return ratios.filter((ratio) => !Number.isNaN(ratio));
@@ -126,58 +127,77 @@ export function summarise(runs: ScenarioRun[]): SummaryRow[] {
       rpsRatio: median(rpsRatios),
       p99Ratio: median(pairedRatios(mine, (run) => run.measurement.p99Ms)),
       cpuRatio: median(pairedRatios(mine, (run) => run.cpuUsPerRequest)),
-      warmupCpuRatio: median(pairedRatios(mine, (run) => run.warmupCpuUsPerRequest)),
       rpsRatioRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
     };
   });
 }
 
-const ratio = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)}x`);
-const ms = (value: number) => value.toFixed(2);
-const spread = ([low, high]: [number, number]) => `${low.toFixed(2)}-${high.toFixed(2)}`;
+export const ratio = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)}x`);
+export const ms = (value: number) => value.toFixed(2);
 const count = (value: number) => Math.round(value).toLocaleString('en-US');
 
-export function checkTargets(rows: SummaryRow[], lives: ServerLife[], soak: Soak | undefined): TargetCheck[] {
+/** Throughput and p99 against the reference, p99 growth with the table, and that every answer was as expected. */
+export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Names): TargetCheck[] {
   const checks: TargetCheck[] = [];
   for (const row of rows) {
     const subject = `${row.scenario} @${row.table}`;
-    checks.push(
-      {
-        target: `throughput >= ${TARGETS.minRpsRatio}x baseline`,
-        subject,
-        value: ratio(row.rpsRatio),
-        pass: row.rpsRatio >= TARGETS.minRpsRatio,
-      },
-      {
-        target: `p99 <= ${TARGETS.maxP99Ratio}x baseline`,
+    checks.push({
+      target: `throughput >= ${limits.minRpsRatio}x ${names.baseline}`,
+      subject,
+      value: ratio(row.rpsRatio),
+      pass: row.rpsRatio >= limits.minRpsRatio,
+    });
+    if (limits.maxP99Ratio !== undefined)
+      checks.push({
+        target: `p99 <= ${limits.maxP99Ratio}x ${names.baseline}`,
         subject,
         value: ratio(row.p99Ratio),
-        pass: row.p99Ratio <= TARGETS.maxP99Ratio,
-      },
-    );
+        pass: row.p99Ratio <= limits.maxP99Ratio,
+      });
   }
   const [small, ...large] = [...new Set(rows.map((row) => row.table))];
-  for (const table of large) {
-    for (const row of rows.filter((candidate) => candidate.table === table)) {
-      const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
-      if (reference === undefined) continue;
-      const growth = row.project.p99Ms / reference.project.p99Ms;
-      checks.push({
-        target: `p99 @${table} <= ${TARGETS.maxScaleP99Ratio}x p99 @${small}`,
-        subject: row.scenario,
-        value: `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (baseline ${ratio(row.baseline.p99Ms / reference.baseline.p99Ms)})`,
-        pass: growth <= TARGETS.maxScaleP99Ratio,
-      });
-    }
+  const maxGrowth = limits.maxScaleP99Ratio;
+  for (const row of maxGrowth === undefined ? [] : rows.filter((candidate) => large.includes(candidate.table))) {
+    const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
+    if (reference === undefined || maxGrowth === undefined) continue;
+    const growth = row.project.p99Ms / reference.project.p99Ms;
+    checks.push({
+      target: `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`,
+      subject: `${row.scenario} (${names.project})`,
+      value: `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${ratio(row.baseline.p99Ms / reference.baseline.p99Ms)})`,
+      pass: growth <= maxGrowth,
+    });
   }
+  const unexpected = rows.reduce((total, row) => total + row.project.unexpected + row.baseline.unexpected, 0);
+  const errors = rows.reduce((total, row) => total + row.project.errors + row.baseline.errors, 0);
+  checks.push({
+    target: 'every response has the expected status, no socket errors',
+    subject: `${names.project} and ${names.baseline}`,
+    value: `${unexpected} unexpected, ${errors} errors`,
+    pass: unexpected === 0 && errors === 0,
+  });
+  return checks;
+}
+
+/** The project server's memory, its growth over the soak, and its start. */
+export function serverChecks(lives: ServerLife[], soak: Soak | undefined): TargetCheck[] {
   const project = lives.filter((life) => life.server === 'project');
   const peak = Math.max(...project.map((life) => life.peakRssMb));
-  checks.push({
-    target: `peak RSS < ${TARGETS.maxPeakRssMb} MB`,
-    subject: 'project server',
-    value: `${peak.toFixed(1)} MB`,
-    pass: peak < TARGETS.maxPeakRssMb,
-  });
+  const startups = project.map((life) => life.startupMs);
+  const checks: TargetCheck[] = [
+    {
+      target: `peak RSS < ${TARGETS.maxPeakRssMb} MB`,
+      subject: 'project server',
+      value: `${peak.toFixed(1)} MB`,
+      pass: peak < TARGETS.maxPeakRssMb,
+    },
+    {
+      target: `first 200 <= ${TARGETS.maxStartupMs} ms after spawn (median)`,
+      subject: 'project server',
+      value: `median ${median(startups).toFixed(0)} ms, max ${Math.max(...startups).toFixed(0)} ms over ${startups.length} starts`,
+      pass: median(startups) <= TARGETS.maxStartupMs,
+    },
+  ];
   if (soak !== undefined) {
     const growth = soak.afterSoakMb - soak.afterWarmupMb;
     checks.push({
@@ -187,21 +207,6 @@ export function checkTargets(rows: SummaryRow[], lives: ServerLife[], soak: Soak
       pass: growth <= TARGETS.soakNoiseMb,
     });
   }
-  const startups = project.map((life) => life.startupMs);
-  checks.push({
-    target: `first 200 <= ${TARGETS.maxStartupMs} ms after spawn (median)`,
-    subject: 'project server',
-    value: `median ${median(startups).toFixed(0)} ms, max ${Math.max(...startups).toFixed(0)} ms over ${startups.length} starts`,
-    pass: median(startups) <= TARGETS.maxStartupMs,
-  });
-  const unexpected = rows.reduce((total, row) => total + row.project.unexpected + row.baseline.unexpected, 0);
-  const errors = rows.reduce((total, row) => total + row.project.errors + row.baseline.errors, 0);
-  checks.push({
-    target: 'every response has the expected status, no socket errors',
-    subject: 'both servers',
-    value: `${unexpected} unexpected, ${errors} errors`,
-    pass: unexpected === 0 && errors === 0,
-  });
   return checks;
 }
 
@@ -215,24 +220,21 @@ export function machine() {
   };
 }
 
-function table(header: string[], rows: string[][]): string {
+/** A text table: the first `left` columns left-aligned, the rest right-aligned. */
+export function textTable(header: string[], rows: string[][], left = 3): string {
   const widths = header.map((title, column) =>
     Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
   );
   const line = (cells: string[]) =>
     cells
-      .map((cell, column) => (column < 3 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)))
+      .map((cell, column) => (column < left ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)))
       .join('  ');
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
 }
 
-export function formatReport(
-  rows: SummaryRow[],
-  lives: ServerLife[],
-  soak: Soak | undefined,
-  checks: TargetCheck[],
-): string {
-  const scenarios = table(
+/** Each scenario's medians on both servers and the ratios; x = project / baseline, median of the per-round ratios. */
+export function scenarioTable(rows: SummaryRow[], names: Names): string {
+  return textTable(
     [
       'table',
       'scenario',
@@ -241,97 +243,71 @@ export function formatReport(
       'p50 ms',
       'p99 ms',
       'CPU us/req',
-      'errors',
       'non-2xx',
       'x req/s',
       'rounds',
       'x p99',
       'x CPU',
-      'x CPU warm-up',
     ],
     rows.flatMap((row) =>
-      (['project', 'baseline'] as const).map((server) => {
+      ROLES.map((server) => {
         const m = row[server];
         const ratios =
           server === 'project'
             ? [
                 ratio(row.rpsRatio),
-                spread(row.rpsRatioRange),
+                `${row.rpsRatioRange[0].toFixed(2)}-${row.rpsRatioRange[1].toFixed(2)}`,
                 ratio(row.p99Ratio),
                 ratio(row.cpuRatio),
-                ratio(row.warmupCpuRatio),
               ]
-            : ['', '', '', '', ''];
+            : ['', '', '', ''];
         const name = server === 'project' ? [row.table, row.scenario] : ['', ''];
         return [
           ...name,
-          server,
+          names[server],
           count(m.rps),
           ms(m.p50Ms),
           ms(m.p99Ms),
           count(m.cpuUsPerRequest),
-          count(m.errors),
           count(m.non2xx),
           ...ratios,
         ];
       }),
     ),
   );
-  const servers = table(
+}
+
+export function livesTable(lives: ServerLife[], names: Names): string {
+  return textTable(
     ['table', 'server', 'starts', 'first 200 ms (median)', 'peak RSS MB (max)'],
-    [...new Set(lives.map((life) => `${life.table}\t${life.server}`))].map((key) => {
-      const [name = '', server = ''] = key.split('\t');
-      const mine = lives.filter((life) => life.table === name && life.server === server);
+    [...new Map(lives.map((life) => [`${life.table}\t${life.server}`, life])).values()].map(({ table, server }) => {
+      const mine = lives.filter((life) => life.table === table && life.server === server);
       return [
-        name,
-        server,
+        table,
+        names[server],
         String(mine.length),
         median(mine.map((life) => life.startupMs)).toFixed(0),
         Math.max(...mine.map((life) => life.peakRssMb)).toFixed(1),
       ];
     }),
+    2,
   );
-  const soakLine =
-    soak === undefined
-      ? 'Soak: skipped (BENCH_SOAK=0)'
-      : `Soak (project, mixed load on the ${soak.table} table): RSS ${soak.afterWarmupMb.toFixed(1)} MB after ${soak.warmupSeconds} s of warm-up, ` +
-        `${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s more ` +
-        `(min ${Math.min(...soak.samplesMb).toFixed(1)}, max ${Math.max(...soak.samplesMb).toFixed(1)} during)`;
-  const verdicts = checks.map(
-    (check) => `${check.pass ? 'PASS' : 'FAIL'}  ${check.target}  ${check.subject}: ${check.value}`,
-  );
+}
+
+export function soakLine(soak: Soak | undefined): string {
+  return soak === undefined
+    ? 'Soak: skipped (BENCH_SOAK=0)'
+    : `Soak (project, mixed load on the ${soak.table} table): RSS ${soak.afterWarmupMb.toFixed(1)} MB after ${soak.warmupSeconds} s of warm-up, ` +
+        `${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s more`;
+}
+
+export function verdicts(checks: TargetCheck[]): string[] {
   const failed = checks.filter((check) => !check.pass).length;
-  const legend = SCENARIOS.map(
-    (scenario) => `  ${scenario.name.padEnd(16)} ${scenario.summary} -> ${scenario.expect.status}`,
-  );
   return [
-    'Scenarios:',
-    ...legend,
-    '',
-    'Medians over rounds; x = project / baseline, the median of the ratios within each round (CPU: server CPU time per',
-    'response; warm-up: the same from each start until measuring); rounds = the lowest and highest x req/s of a',
-    'single round; errors and non-2xx are totals.',
-    scenarios,
-    '',
-    servers,
-    '',
-    soakLine,
-    '',
-    ...verdicts,
+    ...checks.map((check) => `${check.pass ? 'PASS' : 'FAIL'}  ${check.target}  ${check.subject}: ${check.value}`),
     '',
     failed === 0
       ? `All ${checks.length} targets met.`
       : `${failed} of ${checks.length} targets NOT met (see FAIL above).`,
-  ].join('\n');
-}
-
-export interface BenchResults {
-  settings: BenchSettings;
-  machine: ReturnType<typeof machine>;
-  startedAt: string;
-  runs: ScenarioRun[];
-  lives: ServerLife[];
-  soak: Soak | undefined;
-  summary: SummaryRow[];
-  targets: TargetCheck[];
+  ];
 }

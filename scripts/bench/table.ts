@@ -1,14 +1,24 @@
 import { closeSync, copyFileSync, existsSync, fsyncSync, openSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
-import type { NewPetRecord, PetStatus } from '../../src/storage/types.js';
+import type { NewPetRecord, PetStatus, Storage } from '../../src/storage/types.js';
 
 export interface SeededTable {
-  /** The SQLite file, checkpointed and closed: copy it for each server run. */
-  file: string;
   pets: number;
   /** A valid API key in it. */
   key: string;
+  /** A fresh copy of the seeded database for one server run (in `dir`): its DATABASE_URL. */
+  freshCopy(dir: string): Promise<string>;
+  /** Removes the seeded database (the copies go with the run's directory or server). */
+  drop(): Promise<void>;
+}
+
+/** Where the benchmark's tables live: a SQLite file per table, or a PostgreSQL server. */
+export interface Backend {
+  name: string;
+  seed(dir: string, count: number): Promise<SeededTable>;
+  close(): Promise<void>;
 }
 
 /** 60% available, 30% pending, 10% sold, in a fixed pattern. */
@@ -23,34 +33,45 @@ function* pets(count: number): Generator<NewPetRecord> {
   }
 }
 
-/** Fills a new database through the store (one transaction) and issues a key. */
-export async function seedTable(file: string, count: number): Promise<SeededTable> {
-  const storage = openSqlite({ filename: file });
+/** Fills a new database through the store and issues a key; returns the key. */
+export async function fill(storage: Storage, count: number): Promise<string> {
   try {
     await storage.pets.createMany(pets(count));
     const account = await storage.accounts.createAccount('bench');
-    const { key } = await issueKey(storage.accounts, account.id);
-    return { file, pets: count, key };
+    return (await issueKey(storage.accounts, account.id)).key;
   } finally {
-    // Closing the last connection checkpoints the WAL into the file.
     await storage.close();
   }
 }
 
 /**
- * A fresh copy of the seeded database, so every server run starts from the same table. Flushed to
- * disk before the server starts: otherwise the kernel writes the copy back (tens of MB at 1M pets)
- * while the server is being measured, on the same two cores.
+ * A SQLite file per table. Each server run gets a copy, flushed to disk before the server starts:
+ * otherwise the kernel writes it back (tens of MB at 1M pets) while the server is measured.
  */
-export function freshCopy(table: SeededTable, file: string): string {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true });
-  if (existsSync(`${table.file}-wal`)) throw new Error(`${table.file} was not checkpointed`);
-  copyFileSync(table.file, file);
-  const descriptor = openSync(file, 'r+');
-  try {
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
-  return file;
-}
+export const sqliteBackend: Backend = {
+  name: 'SQLite',
+  async seed(dir, count) {
+    const file = join(dir, `seed-${count}.db`);
+    // Closing the last connection checkpoints the WAL into the file.
+    const key = await fill(openSqlite({ filename: file }), count);
+    if (existsSync(`${file}-wal`)) throw new Error(`${file} was not checkpointed`);
+    return {
+      pets: count,
+      key,
+      async freshCopy(runDir) {
+        const copy = join(runDir, 'run.db');
+        for (const suffix of ['', '-wal', '-shm']) rmSync(copy + suffix, { force: true });
+        copyFileSync(file, copy);
+        const descriptor = openSync(copy, 'r+');
+        try {
+          fsyncSync(descriptor);
+        } finally {
+          closeSync(descriptor);
+        }
+        return copy;
+      },
+      drop: async () => rmSync(file, { force: true }),
+    };
+  },
+  close: async () => undefined,
+};
