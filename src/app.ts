@@ -219,6 +219,8 @@ export async function buildApp({
 
   const handlers = serviceHandlers(storage, contract.basePath);
   const limits = await rateLimits(app, rateLimit, redis);
+  // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
+  if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
   const authenticate = bearerAuth(storage.accounts, limits.authFailure);
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);

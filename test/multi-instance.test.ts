@@ -38,6 +38,13 @@ async function startCluster(t: Teardown, databaseUrl: string, env: Record<string
   return { databaseUrl, key, instances, call, create };
 }
 
+/** One instance's Prometheus metrics, from the address its banner gives. */
+async function scrape(server: ServerProcess | undefined): Promise<string> {
+  const url = /^ {2}metrics: (http:\/\/\S+)$/m.exec(server?.output() ?? '')?.[1];
+  if (url === undefined) throw new Error('no metrics address in the banner');
+  return (await fetch(url)).text();
+}
+
 /** Every pet, following the Link headers from one instance. */
 async function listAll(cluster: Cluster, instance: number, query = 'limit=100'): Promise<Pet[]> {
   const pets: Pet[] = [];
@@ -84,6 +91,11 @@ t.test('two instances on one database serve one catalogue', async (t) => {
   const link = /^<\/v1([^>]+)>/.exec(page.headers.get('link') ?? '')?.[1] ?? '';
   const continued = (await (await cluster.call(1, link)).json()) as Pet[];
   t.same(continued, fromFirst.slice(10, 20), 'a cursor from one instance continues on the other');
+  t.match(
+    await scrape(cluster.instances[0]),
+    /^petstore_storage_pool_clients\{state="total"\} [1-9]/m,
+    "the PostgreSQL pool's clients are in the metrics",
+  );
 });
 
 t.test('racing retries with one Idempotency-Key over both instances create one pet', async (t) => {
@@ -222,7 +234,9 @@ t.test(
       (await cluster.call(0, '/pets')).status,
     ];
     t.same(await statuses(), [200, 200, 200, 200, 429], 'four a minute in total over both instances');
+    t.match(await scrape(cluster.instances[0]), /^petstore_redis_up 1$/m, 'the metrics say Redis is up');
     await redis.stop();
     t.same(await statuses(), [200, 200, 200, 200, 200], 'Redis down: limits fail open, requests are served');
+    t.match(await scrape(cluster.instances[0]), /^petstore_redis_up 0$/m, 'and the metrics say it is down');
   },
 );

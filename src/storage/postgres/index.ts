@@ -154,6 +154,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
     close: async () => {
       if (!pool.ended) await pool.end();
     },
+    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
 }
 
