@@ -9,7 +9,14 @@ export const DEVELOPMENT_ACCOUNT = 'development';
  */
 export async function ensureDevelopmentKey(accounts: AccountRepository): Promise<IssuedKey | undefined> {
   if ((await accounts.countKeys()) > 0) return undefined;
-  const account =
-    (await accounts.findAccount(DEVELOPMENT_ACCOUNT)) ?? (await accounts.createAccount(DEVELOPMENT_ACCOUNT));
-  return issueKey(accounts, account.id);
+  const existing = await accounts.findAccount(DEVELOPMENT_ACCOUNT);
+  if (existing !== undefined) return issueKey(accounts, existing.id);
+  try {
+    return await issueKey(accounts, (await accounts.createAccount(DEVELOPMENT_ACCOUNT)).id);
+  } catch (error) {
+    // Instances starting together on an empty database: the one that created the account issues
+    // the key, the others print how to make one.
+    if ((await accounts.findAccount(DEVELOPMENT_ACCOUNT)) !== undefined) return undefined;
+    throw error;
+  }
 }
