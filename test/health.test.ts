@@ -51,6 +51,15 @@ t.test('/readyz answers 503 while the database cannot be written, and recovers',
   t.equal(blocked.headers['retry-after'], '2');
   t.equal(blocked.headers['content-type'], 'application/json; charset=utf-8');
   t.equal((await api.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process is still alive');
+  // SQLite waits its busy timeout (5 s) for the lock first; PostgreSQL refuses at once.
+  const write = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: api.auth,
+    payload: { name: 'x', categoryId: 1 },
+  });
+  t.equal(write.statusCode, 503, 'a write the database cannot take is a 503, not a 500');
+  t.equal(write.headers['retry-after'], '2');
 
   await repair();
   t.equal((await ready()).statusCode, 200, 'ready again once the database is');

@@ -15,6 +15,7 @@ import {
   type PetRepository,
   type Principal,
   type Storage,
+  StorageUnavailableError,
 } from '../types.js';
 import { migrate } from './migrate.js';
 
@@ -47,8 +48,8 @@ export function openSqlite(options: SqliteOptions): Storage {
   migrate(db, migrationsDir('sqlite'));
 
   return {
-    pets: petRepository(db, options.now ?? Date.now),
-    accounts: accountRepository(db),
+    pets: unavailableWhenBusy(petRepository(db, options.now ?? Date.now)),
+    accounts: unavailableWhenBusy(accountRepository(db)),
     // Ready means writable: take the write lock and let go, waiting at most a moment for it.
     ping: async () => {
       db.pragma(`busy_timeout = ${PING_BUSY_TIMEOUT_MS}`);
@@ -62,6 +63,27 @@ export function openSqlite(options: SqliteOptions): Storage {
       if (db.open) db.close();
     },
   };
+}
+
+/**
+ * Another process holding the write lock past the busy timeout (a long migration, a backup) is the
+ * database unable to serve now, a 503, not a fault of the request.
+ */
+function unavailableWhenBusy<T extends object>(repository: T): T {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(repository)) {
+    wrapped[name] = async (...args: unknown[]) => {
+      try {
+        return await (method as (...args: unknown[]) => Promise<unknown>)(...args);
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
+          throw new StorageUnavailableError('SQLite is locked by another process', { cause: error });
+        }
+        throw error;
+      }
+    };
+  }
+  return wrapped as T;
 }
 
 function petRepository(db: Database.Database, now: () => number): PetRepository {
