@@ -1,9 +1,9 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { freePort } from '../scripts/local-servers.js';
 import { projectRoot } from '../src/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
 import { withDeletePet } from './helpers/new-operation.js';
@@ -38,17 +38,6 @@ export function deletePetHandler(): Required<ServiceHandlers>['deletePet'] {
 `;
 
 const execFileAsync = promisify(execFile);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 /** Polls `probe` until it returns a value, or fails after `seconds`. */
 async function eventually<T>(what: string, seconds: number, probe: () => Promise<T | undefined>, log: () => string) {

