@@ -12,7 +12,7 @@ import { openPostgres } from '../../src/storage/postgres/index.js';
 import { databaseUrl, onServer, startEmbeddedPostgres } from '../local-servers.js';
 import { type Backend, fill } from './table.js';
 
-/** Two live copies of the 1M table with indexes are about 250 MB; the default is 128 MB. */
+/** Two live copies of the 1M table with its indexes are about 300 MB (153 MB each); the default is 128 MB. */
 const OWN_SETTINGS = ['shared_buffers=512MB'];
 const PREWARM = `SELECT pg_prewarm(c.oid) FROM pg_class c
   WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')`;

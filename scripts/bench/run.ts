@@ -18,7 +18,7 @@ import { postgresBackend } from './postgres.js';
 import * as report from './report.js';
 import type { Limits, Role, ScenarioRun, ServerLife, SummaryRow, TargetCheck } from './report.js';
 import { loadRequest, type PreparedTable, prepareTable, probe, SCENARIOS, type Scenario } from './scenarios.js';
-import { selectScenarios } from './scenarios.js';
+import { selectScenarios, type TableContext } from './scenarios.js';
 import { BASELINE, NO_METRICS, PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
 import { benchSettings } from './settings.js';
 import { type Backend, sqliteBackend } from './table.js';
@@ -43,13 +43,11 @@ const label = (pets: number) => (pets >= LARGE ? `${pets / LARGE}M` : `${pets / 
 class Comparison {
   readonly runs: ScenarioRun[] = [];
   readonly lives: ServerLife[] = [];
-  readonly names: Record<Role, string>;
   constructor(
     readonly title: string,
     readonly specs: Record<Role, ServerSpec>,
-  ) {
-    this.names = { project: specs.project.name, baseline: specs.baseline.name };
-  }
+    readonly names = { project: specs.project.name, baseline: specs.baseline.name },
+  ) {}
 }
 
 /**
@@ -73,85 +71,78 @@ async function loadInTurns(servers: RunningServer[], requests: autocannon.Reques
 }
 
 /** Both servers must give every scenario the same status and body shape, or nothing is measured. */
-async function verifyEquivalence(comparison: Comparison, prepared: PreparedTable, chosen: Scenario[]) {
-  const [mine = [], theirs = []] = await Promise.all(
-    ROLES.map((role) =>
-      withServer(comparison.specs[role], prepared.seeded, join(dir, role), async ({ origin }) => {
-        const shapes: string[] = [];
-        for (const scenario of chosen) shapes.push(await probe(origin, scenario, prepared.context));
-        return shapes;
-      }),
-    ),
-  );
-  const { project, baseline } = comparison.names;
-  const differ = chosen.flatMap((scenario, i) =>
-    mine[i] === theirs[i] ? [] : [`${scenario.name}:\n  ${project}: ${mine[i]}\n  ${baseline}: ${theirs[i]}`],
-  );
-  if (differ.length > 0)
-    throw new Error(`The servers answer differently, so cannot be compared:\n${differ.join('\n')}`);
-}
-
-/**
- * Every round starts both servers on fresh copies of the table, warms them up with the chosen reads
- * mixed, then measures each scenario on both in turn (reads first, so they see the table as seeded);
- * which server goes first alternates, so a slow drift of the machine favours neither.
- */
-async function benchTable(comparison: Comparison, prepared: PreparedTable, chosen: Scenario[]): Promise<void> {
-  const table = label(prepared.context.pets);
-  await verifyEquivalence(comparison, prepared, chosen);
-  const reads = chosen.filter((scenario) => scenario.writes !== true);
-  const warmup = (reads.length > 0 ? reads : SCENARIOS.filter((scenario) => scenario.atScale)).map((scenario) =>
-    loadRequest(scenario, prepared.context),
-  );
-  for (let round = 1; round <= settings.rounds; round += 1) {
-    log(`${comparison.title} ${table} round ${round}/${settings.rounds}: ${chosen.length} scenarios`);
-    const roles: Role[] = round % 2 === 1 ? ['project', 'baseline'] : ['baseline', 'project'];
-    const [first = 'project', second = 'baseline'] = roles;
-    const { seeded, context } = prepared;
-    await withServer(comparison.specs[first], seeded, join(dir, first), (one) =>
-      withServer(comparison.specs[second], seeded, join(dir, second), async (other) => {
-        const servers = [one, other];
-        if (settings.warmupSeconds > 0) await loadInTurns(servers, warmup, settings.warmupSeconds);
-        for (const scenario of [...reads, ...chosen.filter((candidate) => candidate.writes === true)]) {
-          const results = await loadInTurns(servers, [loadRequest(scenario, context)], settings.seconds);
-          for (const [i, { measurement, cpuUsPerRequest }] of results.entries()) {
-            const unexpected = measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0);
-            const server = roles[i] ?? first;
-            comparison.runs.push({
-              table,
-              scenario: scenario.name,
-              round,
-              server,
-              measurement,
-              cpuUsPerRequest,
-              unexpected,
-            });
-          }
-        }
-        for (const [i, { startupMs, peakRssMb }] of servers.entries())
-          comparison.lives.push({ server: roles[i] ?? first, startupMs, peakRssMb: peakRssMb() });
-      }),
-    );
+async function verifyEquivalence(servers: RunningServer[], table: TableContext, chosen: Scenario[]): Promise<void> {
+  for (const scenario of chosen) {
+    const [a, b] = await Promise.all(servers.map(({ origin }) => probe(origin, scenario, table)));
+    if (a !== b)
+      throw new Error(`The servers answer ${scenario.name} differently:
+  ${a}
+  ${b}`);
   }
 }
 
-/** One backend, both tables: the small with every chosen scenario, the large with the reads measured at scale. */
+/**
+ * One round on one table: both servers start on fresh copies of it, are warmed up with the chosen
+ * reads mixed, then each scenario is measured on both in turn (reads first, so they see the table
+ * as seeded). Which server goes first alternates by round, so a slow drift favours neither.
+ */
+async function benchRound(
+  comparison: Comparison,
+  { seeded, context }: PreparedTable,
+  chosen: Scenario[],
+  round: number,
+) {
+  const table = label(context.pets);
+  log(`${comparison.title} ${table} round ${round}/${settings.rounds}: ${chosen.length} scenarios`);
+  const reads = chosen.filter((scenario) => scenario.writes !== true);
+  const ordered = [...reads, ...chosen.filter((scenario) => scenario.writes === true)];
+  const mix = (reads.length > 0 ? reads : SCENARIOS.filter((scenario) => scenario.atScale)).map((scenario) =>
+    loadRequest(scenario, context),
+  );
+  const roles: Role[] = round % 2 === 1 ? ['project', 'baseline'] : ['baseline', 'project'];
+  const [first = 'project', second = 'baseline'] = roles;
+  await withServer(comparison.specs[first], seeded, join(dir, first), (one) =>
+    withServer(comparison.specs[second], seeded, join(dir, second), async (other) => {
+      const servers = [one, other];
+      if (round === 1) await verifyEquivalence(servers, context, chosen);
+      if (settings.warmupSeconds > 0) await loadInTurns(servers, mix, settings.warmupSeconds);
+      for (const scenario of ordered) {
+        const results = await loadInTurns(servers, [loadRequest(scenario, context)], settings.seconds);
+        for (const [i, { measurement, cpuUsPerRequest }] of results.entries()) {
+          const unexpected = measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0);
+          const run = { table, scenario: scenario.name, round, measurement, cpuUsPerRequest, unexpected };
+          comparison.runs.push({ ...run, server: roles[i] ?? first });
+        }
+      }
+      for (const [i, { startupMs, peakRssMb }] of servers.entries())
+        comparison.lives.push({ server: roles[i] ?? first, startupMs, peakRssMb: peakRssMb() });
+    }),
+  );
+}
+
+/**
+ * One backend: every chosen scenario on the 10k table, the reads measured at scale on the 1M table.
+ * The two tables take turns round by round, so the p99 growth from one to the other is read across
+ * minutes of the same machine, not across the run's two halves.
+ */
 async function benchBackend(
   backend: Backend,
   comparison: Comparison,
-  atSmall?: (prepared: PreparedTable) => Promise<void>,
+  atSmall?: (small: PreparedTable) => Promise<void>,
 ) {
-  log(`${backend.name}: seeding ${SMALL.toLocaleString('en-US')} pets`);
-  const small = await prepareTable(backend, dir, SMALL);
-  await benchTable(comparison, small, scenarios);
-  await atSmall?.(small);
-  await small.seeded.drop();
   const atScale = scenarios.filter((scenario) => scenario.atScale);
-  if (!settings.scale || atScale.length === 0) return;
-  log(`${backend.name}: seeding ${LARGE.toLocaleString('en-US')} pets`);
-  const large = await prepareTable(backend, dir, LARGE);
-  await benchTable(comparison, large, atScale);
-  await large.seeded.drop();
+  const sizes = settings.scale && atScale.length > 0 ? [SMALL, LARGE] : [SMALL];
+  const tables: PreparedTable[] = [];
+  for (const pets of sizes) {
+    log(`${backend.name}: seeding ${pets.toLocaleString('en-US')} pets`);
+    tables.push(await prepareTable(backend, dir, pets));
+  }
+  for (let round = 1; round <= settings.rounds; round += 1) {
+    for (const table of tables)
+      await benchRound(comparison, table, table.context.pets === SMALL ? scenarios : atScale, round);
+  }
+  if (tables[0] !== undefined) await atSmall?.(tables[0]);
+  for (const table of tables) await table.seeded.drop();
 }
 
 /** What one project instance spends per response on each backend (its own process, not the database server's). */
@@ -187,7 +178,8 @@ async function main(): Promise<void> {
     if (parts.has('metrics')) {
       const specs = { project: PROJECT, baseline: NO_METRICS };
       const metrics = new Comparison('Metrics cost (SQLite): project vs the same with METRICS_PORT=off', specs);
-      await benchTable(metrics, prepared, selectScenarios(['get-one', 'no-key-401']));
+      const chosen = selectScenarios(['get-one', 'no-key-401']);
+      for (let round = 1; round <= settings.rounds; round += 1) await benchRound(metrics, prepared, chosen, round);
       conclude('metrics', metrics, METRICS_LIMITS);
     }
     if (parts.has('overload')) {
