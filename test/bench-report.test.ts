@@ -1,6 +1,7 @@
 import t from 'tap';
 import {
   comparisonChecks,
+  markdownResults,
   type Role,
   type ScenarioRun,
   type ServerLife,
@@ -94,4 +95,11 @@ t.test('a limit left out is not checked: the metrics comparison has throughput o
       ['every response has the expected status, no socket errors', true],
     ],
   );
+});
+
+t.test('the results BENCHMARKS.md shows come from the same medians and ratios as the report', async (t) => {
+  const rows = summarise([run('project', 1, 900, 12), run('baseline', 1, 1000, 10)]);
+  const [header, , row] = markdownResults({ PostgreSQL: rows, SQLite: [] });
+  t.match(header, /^\| backend \| table \| scenario \| project req\/s \| x req\/s \| x p99 \|/);
+  t.equal(row, '| PostgreSQL | 10k | list-20 | 900 | 0.90 | 1.20 | 1,111 | 1.11 |');
 });

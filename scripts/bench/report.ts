@@ -217,3 +217,23 @@ export function verdicts(checks: TargetCheck[]): string[] {
       : `${failed} of ${checks.length} targets NOT met (see FAIL above).`,
   ];
 }
+
+/** The results as BENCHMARKS.md shows them: one row per backend, table and scenario. */
+export function markdownResults(byBackend: Record<string, SummaryRow[]>): string[] {
+  const count = (value: number) => Math.round(value).toLocaleString('en-US');
+  const x = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(2));
+  const rows = Object.entries(byBackend).flatMap(([backend, summary]) =>
+    summary.map(({ table, scenario, project, x: ratios }) => [
+      backend,
+      table,
+      scenario,
+      count(project.rps),
+      x(ratios.rps),
+      x(ratios.p99),
+      count(project.cpuUs),
+      x(ratios.cpu),
+    ]),
+  );
+  const header = ['backend', 'table', 'scenario', 'project req/s', 'x req/s', 'x p99', 'CPU us/resp', 'x CPU'];
+  return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`);
+}

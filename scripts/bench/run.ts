@@ -224,6 +224,9 @@ async function main(): Promise<void> {
     ...sections.flatMap((section) => ['', ...section]),
     '',
     ...report.verdicts(checks),
+    '',
+    "For BENCHMARKS.md's Results (x = project / baseline):",
+    ...report.markdownResults({ SQLite: summaries.sqlite ?? [], PostgreSQL: summaries.postgres ?? [] }),
   ];
   const file = join(projectRoot, 'bench-results', 'latest.json');
   mkdirSync(join(file, '..'), { recursive: true });
