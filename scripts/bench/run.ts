@@ -32,6 +32,7 @@ const SETTLE_MS = 200;
 const METRICS_LIMITS: Limits = { minRpsRatio: 0.97 };
 const POSTGRES_LIMITS: Limits = { minRpsRatio: report.TARGETS.minRpsRatio, maxScaleP99Ratio: 1.2 };
 const ROLES: Role[] = ['project', 'baseline'];
+const ORDER = ['sqlite', 'metrics', 'overload', 'postgres', 'cpu'];
 const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 // Each role's database copy goes in a folder of its own: both servers of a round run at once.
 for (const role of ROLES) mkdirSync(join(dir, role));
@@ -161,15 +162,15 @@ function cpuByBackend(sqlite: SummaryRow[], postgres: SummaryRow[]): string[] {
 async function main(): Promise<void> {
   log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
   const parts = new Set(settings.parts);
-  const sections: string[][] = [];
-  const checks: TargetCheck[] = [];
+  // Each part's lines and target checks, printed in ORDER whatever order they were measured in.
+  const done: Record<string, { lines: string[]; checks: TargetCheck[] }> = {};
   const json: Record<string, unknown> = { settings, machine: report.machine(), startedAt: new Date().toISOString() };
   const summaries: Record<string, SummaryRow[]> = {};
-  const conclude = (key: string, comparison: Comparison, limits: Limits) => {
-    const summary = report.summarise(comparison.runs);
-    checks.push(...report.comparisonChecks(summary, limits, comparison.names));
+  const conclude = (key: string, comparison: Comparison, limits: Limits, more: TargetCheck[] = []) => {
     const { title, names, runs, lives } = comparison;
-    sections.push([title, report.scenarioTable(summary, names), report.livesLine(lives, names)]);
+    const summary = report.summarise(runs);
+    const checks = [...report.comparisonChecks(summary, limits, names), ...more];
+    done[key] = { lines: [title, report.scenarioTable(summary, names), report.livesLine(lives, names)], checks };
     json[key] = { runs, lives, summary };
     summaries[key] = summary;
   };
@@ -185,16 +186,14 @@ async function main(): Promise<void> {
     if (parts.has('overload')) {
       log('load held: get-one at half and twice capacity, with and without overload protection');
       const held = await overloadPart(prepared, join(dir, 'project'), settings);
-      sections.push(held.lines);
-      checks.push(...held.checks);
+      done.overload = held;
       json.overload = held.results;
     }
   };
   if (parts.has('sqlite')) {
     const sqlite = new Comparison('SQLite: project vs baseline', { project: PROJECT, baseline: BASELINE });
     await benchBackend(sqliteBackend, sqlite, atSmall);
-    conclude('sqlite', sqlite, report.TARGETS);
-    checks.push(...report.serverChecks(sqlite.lives));
+    conclude('sqlite', sqlite, report.TARGETS, report.serverChecks(sqlite.lives));
   } else if (parts.has('metrics') || parts.has('overload')) {
     const prepared = await prepareTable(sqliteBackend, dir, SMALL);
     await atSmall(prepared);
@@ -212,7 +211,11 @@ async function main(): Promise<void> {
     }
   }
   if (summaries.sqlite !== undefined || summaries.postgres !== undefined)
-    sections.push(cpuByBackend(summaries.sqlite ?? [], summaries.postgres ?? []));
+    done.cpu = { lines: cpuByBackend(summaries.sqlite ?? [], summaries.postgres ?? []), checks: [] };
+  const results = ORDER.flatMap((key) => (done[key] === undefined ? [] : [{ key, ...done[key] }]));
+  const checks = results.flatMap(({ key, checks }) =>
+    checks.map((one) => ({ ...one, target: `${key}: ${one.target}` })),
+  );
 
   const lines = [
     `Machine: ${report.machine()}`,
@@ -221,7 +224,7 @@ async function main(): Promise<void> {
     '',
     'Medians over rounds; x = first server / second, the median of the ratios within each round; rounds = the',
     'lowest and highest x req/s of one round; CPU us/req = server CPU time (all threads) per response.',
-    ...sections.flatMap((section) => ['', ...section]),
+    ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
     ...report.verdicts(checks),
     '',
