@@ -1,62 +1,53 @@
 /**
  * `node dist/scripts/bench/instructions.js [scenario]`: machine instructions per response, counted
  * by valgrind's callgrind (`apt-get install -y valgrind`). A count, not a time: it does not move with
- * the machine's other tenants, so differences of 1% that the benchmark's rounds cannot resolve show,
- * and show by function. Compares the project with INSTRUCTIONS_AGAINST: `baseline` (the hand-written
- * server, the default) or `no-metrics` (the project with METRICS_PORT=off: what metrics cost).
- * Each server runs under callgrind with counting off through INSTRUCTIONS_WARMUP seconds of the
- * scenario (default get-one; 60 s), then counts over INSTRUCTIONS_WINDOW seconds more (20), on a
- * table of INSTRUCTIONS_PETS pets (10,000), and prints the main thread's instructions per response
- * (V8's compiler and GC threads are left out) and the INSTRUCTIONS_TOP functions (25) whose count
- * differs most, JavaScript named through `node --perf-basic-prof`. Under valgrind a server runs
- * about 50 times slower; its JIT settles at other moments than at full speed, so compare the named
- * functions before the total.
+ * the machine's other tenants, so differences of 1% that timing cannot resolve show, by function.
+ * Compares the project with INSTRUCTIONS_AGAINST: `baseline` (the hand-written server, the default)
+ * or `no-metrics` (the project with METRICS_PORT=off). Each server runs under callgrind, counting
+ * off through INSTRUCTIONS_WARMUP seconds of the scenario (default get-one; 60 s), then on over
+ * INSTRUCTIONS_WINDOW seconds (20), on a 10,000-pet table in SQLite, or in PostgreSQL with
+ * INSTRUCTIONS_BACKEND=postgres (the database runs natively, only Node under valgrind). Prints the
+ * main thread's instructions per response (V8's compiler and GC threads left out) and the 25
+ * functions whose counts differ most, JavaScript named through `node --perf-basic-prof`. Under
+ * valgrind a server runs ~50x slower and its JIT settles differently: compare functions first.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { callgrindPid, parsePerfMap, selfInstructions } from './callgrind.js';
-import { closeConnections } from './http.js';
 import { applyLoad } from './load.js';
-import { type PreparedTable, prepareTable, withServer } from './measure.js';
-import { loadRequest, selectScenarios } from './scenarios.js';
-import { BASELINE, PROJECT, type ServerSpec } from './server-process.js';
-import { SMALL_TABLE, wholeSetting } from './settings.js';
+import { postgresBackend } from './postgres.js';
+import { loadRequest, type PreparedTable, prepareTable, selectScenarios } from './scenarios.js';
+import { BASELINE, NO_METRICS, PROJECT, type ServerSpec, withServer } from './servers.js';
+import { wholeSetting } from './settings.js';
 import { sqliteBackend } from './table.js';
 
-const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60, 1);
-const windowSeconds = wholeSetting('INSTRUCTIONS_WINDOW', 20, 1);
-const shown = wholeSetting('INSTRUCTIONS_TOP', 25, 1);
-const pets = wholeSetting('INSTRUCTIONS_PETS', SMALL_TABLE, 1);
+const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60);
+const windowSeconds = Math.max(1, wholeSetting('INSTRUCTIONS_WINDOW', 20));
+const SHOWN = 25;
+const PETS = 10_000;
 const CONNECTIONS = 10;
 /**
- * Under valgrind the event loop runs about 50 times slower, so overload protection would shed the
- * load it is counting: it is off (OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0) in every server counted.
+ * Under valgrind the event loop runs ~50x slower: overload protection would shed what is counted,
+ * and a PostgreSQL query could outlast the 3 s timeout while its answer waits to be read.
  */
-const UNDER_VALGRIND = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' };
-const AGAINST: Record<string, ServerSpec> = {
-  baseline: BASELINE,
-  'no-metrics': { name: 'no metrics', kind: 'project', env: { METRICS_PORT: 'off' } },
-};
+const UNDER_VALGRIND = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', DATABASE_TIMEOUT_MS: '60000' };
+const AGAINST: Record<string, ServerSpec> = { baseline: BASELINE, 'no-metrics': NO_METRICS };
 const against = AGAINST[process.env.INSTRUCTIONS_AGAINST ?? 'baseline'];
 if (against === undefined) throw new Error(`INSTRUCTIONS_AGAINST: one of ${Object.keys(AGAINST).join(', ')}`);
 const [chosen] = selectScenarios([process.argv[2] ?? 'get-one']);
 if (chosen === undefined) throw new Error('no scenario');
 const scenario = chosen;
-if (spawnSync('valgrind', ['--version']).status !== 0) {
-  throw new Error('instructions.js needs valgrind: apt-get install -y valgrind');
-}
+if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('needs valgrind: apt-get install -y valgrind');
 
 /**
  * Tells callgrind in a server to start counting (`-i on`) or to write what it counted (`-d`). vgdb
- * finds the process by a pipe named after $HOST, which startServer sets to 127.0.0.1 for the server.
+ * finds the process by a pipe named after $HOST, which the server was started with as 127.0.0.1.
  */
 function callgrindControl(pid: number, ...command: string[]): void {
-  const result = spawnSync('callgrind_control', [...command, String(pid)], {
-    env: { ...process.env, HOST: '127.0.0.1' },
-    encoding: 'utf8',
-  });
+  const env = { ...process.env, HOST: '127.0.0.1' };
+  const result = spawnSync('callgrind_control', [...command, String(pid)], { env, encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`callgrind_control ${command.join(' ')} failed: ${result.stderr}`);
 }
 
@@ -67,7 +58,7 @@ interface Count {
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-instructions-'));
 
-async function count(spec: ServerSpec, prepared: PreparedTable): Promise<Count> {
+async function count(spec: ServerSpec, prepared: PreparedTable, expected: number): Promise<Count> {
   const serverDir = join(dir, spec.name.replace(/\W/g, '-'));
   mkdirSync(serverDir);
   const output = join(serverDir, 'callgrind.out');
@@ -82,22 +73,18 @@ async function count(spec: ServerSpec, prepared: PreparedTable): Promise<Count> 
     '--separate-threads=yes',
   ];
   const requests = [loadRequest(scenario, prepared.context)];
-  const load = (origin: string, seconds: number) => applyLoad({ origin, requests, seconds, connections: CONNECTIONS });
   const { responses, pid } = await withServer(
     { ...spec, env: { ...spec.env, ...UNDER_VALGRIND } },
-    prepared,
+    prepared.seeded,
     serverDir,
-    async (server) => {
-      await load(server.origin, warmupSeconds);
-      callgrindControl(server.pid, '-i', 'on');
-      const window = await load(server.origin, windowSeconds);
-      callgrindControl(server.pid, '-d');
-      const expected = window.statuses[String(scenario.expect.status)] ?? 0;
-      if (expected !== window.responses || window.errors > 0)
-        throw new Error(
-          `${spec.name}: not every response was ${scenario.expect.status}: ${JSON.stringify(window.statuses)}`,
-        );
-      return { responses: window.responses, pid: server.pid };
+    async ({ origin, pid }) => {
+      await applyLoad({ origin, requests, seconds: warmupSeconds, connections: CONNECTIONS });
+      callgrindControl(pid, '-i', 'on');
+      const window = await applyLoad({ origin, requests, seconds: windowSeconds, connections: CONNECTIONS });
+      callgrindControl(pid, '-d');
+      if (window.statuses[String(expected)] !== window.responses || window.errors > 0)
+        throw new Error(`${spec.name}: not every response was ${expected}: ${JSON.stringify(window.statuses)}`);
+      return { responses: window.responses, pid };
     },
     { launcher, nodeFlags: ['--perf-basic-prof'], startupLimitMs: 180_000 },
   );
@@ -114,18 +101,20 @@ const perResponse = (counted: Count, name: string) => (counted.byFunction.get(na
 const total = (counted: Count) => [...counted.byFunction.values()].reduce((sum, n) => sum + n, 0) / counted.responses;
 const number = (value: number) => Math.round(value).toLocaleString('en-US').padStart(9);
 
+const postgres = process.env.INSTRUCTIONS_BACKEND === 'postgres';
+const backend = postgres ? await postgresBackend(undefined, () => undefined) : sqliteBackend;
 try {
-  const prepared = await prepareTable(sqliteBackend, dir, pets);
-  const mine = await count(PROJECT, prepared);
-  const theirs = await count(against, prepared);
+  const prepared = await prepareTable(backend, dir, PETS);
+  const mine = await count(PROJECT, prepared, scenario.expect.status);
+  const theirs = await count(against, prepared, scenario.expect.status);
   const names = new Set([...mine.byFunction.keys(), ...theirs.byFunction.keys()]);
   const differences = [...names]
     .map((name) => ({ name, a: perResponse(mine, name), b: perResponse(theirs, name) }))
     .sort((x, y) => Math.abs(y.a - y.b) - Math.abs(x.a - x.b))
-    .slice(0, shown)
+    .slice(0, SHOWN)
     .map(({ name, a, b }) => `  ${number(a)} ${number(b)} ${number(a - b)}  ${name.slice(0, 110)}`);
   const lines = [
-    `${scenario.name} on ${pets} pets: main-thread instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
+    `${scenario.name} on ${PETS} pets (${postgres ? 'PostgreSQL' : 'SQLite'}): main-thread instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
     `  ${PROJECT.name.padStart(9)} ${against.name.padStart(9)}`,
     `  ${number(total(mine))} ${number(total(theirs))}  total (${(total(mine) / total(theirs)).toFixed(3)}x; ${mine.responses} and ${theirs.responses} responses)`,
     `functions that differ most (${PROJECT.name}, ${against.name}, difference):`,
@@ -133,6 +122,6 @@ try {
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
-  closeConnections();
+  await backend.close();
   rmSync(dir, { recursive: true, force: true });
 }

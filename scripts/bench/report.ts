@@ -1,60 +1,43 @@
 import { cpus, release, totalmem } from 'node:os';
-import type { ScenarioMeasurement } from './measure.js';
+import type { Measurement } from './load.js';
 
-/** The server under test, and the one it is compared with (the hand-written baseline, or itself with a feature off). */
+/** The server under test, and the one it is compared with (the baseline, or itself with a feature off). */
 export type Role = 'project' | 'baseline';
-export type Names = Record<Role, string>;
 const ROLES: readonly Role[] = ['project', 'baseline'];
 
 /** One scenario measured once on one server. */
-export interface ScenarioRun extends Omit<ScenarioMeasurement, 'scenario'> {
+export interface ScenarioRun {
   table: string;
+  scenario: string;
   round: number;
   server: Role;
-  scenario: string;
+  measurement: Measurement;
+  /** Server CPU time (user + system, all threads) per response, in microseconds. */
+  cpuUsPerRequest: number;
+  /** Responses whose status is not the scenario's. */
+  unexpected: number;
 }
 
-/** One life of a server process: its start and its peak memory over all its load. */
+/** One life of a server process: its start, and its peak memory over all its load. */
 export interface ServerLife {
-  table: string;
   server: Role;
   startupMs: number;
   peakRssMb: number;
 }
 
-export interface Soak {
-  table: string;
-  warmupSeconds: number;
-  seconds: number;
-  afterWarmupMb: number;
-  afterSoakMb: number;
-}
-
-interface Medians {
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  cpuUsPerRequest: number;
-  errors: number;
-  non2xx: number;
-  unexpected: number;
-}
-
+/** Each server's medians over rounds (errors and unexpected summed), and the ratios project / baseline. */
 export interface SummaryRow {
   table: string;
   scenario: string;
-  project: Medians;
-  baseline: Medians;
+  project: Record<'rps' | 'p50Ms' | 'p99Ms' | 'cpuUs' | 'errors' | 'unexpected', number>;
+  baseline: SummaryRow['project'];
   /**
-   * project / baseline, each the median over rounds of the ratio within a round (the two servers
-   * were loaded in turn, a second at a time), so a slow minute of a shared machine moves both sides
-   * of one ratio: throughput (higher is better), p99 and CPU per request (lower is better).
+   * Each the median of the ratios within a round (the servers were loaded in turn, a second at a
+   * time, so a slow moment of a shared machine moves both sides of one ratio).
    */
-  rpsRatio: number;
-  p99Ratio: number;
-  cpuRatio: number;
-  /** The lowest and highest throughput ratio of a round: how far one round's pair can be trusted. */
-  rpsRatioRange: [number, number];
+  x: Record<'rps' | 'p99' | 'cpu', number>;
+  /** The lowest and highest throughput ratio of a single round: how far one round can be trusted. */
+  rpsRange: [number, number];
 }
 
 export interface TargetCheck {
@@ -64,7 +47,7 @@ export interface TargetCheck {
   pass: boolean;
 }
 
-/** What a comparison must meet; a limit left out is not checked. */
+/** What a comparison must meet: a limit left out is not checked. */
 export interface Limits {
   minRpsRatio: number;
   maxP99Ratio?: number;
@@ -77,40 +60,14 @@ export const TARGETS = {
   maxP99Ratio: 1.2,
   maxScaleP99Ratio: 1.2,
   maxPeakRssMb: 150,
-  /** RSS moves by a few MB as V8 sizes its heap; growth beyond this over the soak is a leak. */
-  soakNoiseMb: 10,
   maxStartupMs: 500,
 };
 
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  if (sorted.length === 0) return Number.NaN;
-  return sorted.length % 2 === 1
-    ? (sorted[middle] ?? NaN)
-    : ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
-}
-
-function mediansOf(runs: ScenarioRun[]): Medians {
-  const sum = (pick: (run: ScenarioRun) => number) => runs.reduce((total, run) => total + pick(run), 0);
-  return {
-    rps: median(runs.map((run) => run.measurement.rps)),
-    p50Ms: median(runs.map((run) => run.measurement.p50Ms)),
-    p99Ms: median(runs.map((run) => run.measurement.p99Ms)),
-    cpuUsPerRequest: median(runs.map((run) => run.cpuUsPerRequest)),
-    errors: sum((run) => run.measurement.errors),
-    non2xx: sum((run) => run.measurement.non2xx),
-    unexpected: sum((run) => run.unexpected),
-  };
-}
-
-/** project / baseline in each round (both servers were loaded in turn), round by round. */
-function pairedRatios(runs: ScenarioRun[], pick: (run: ScenarioRun) => number): number[] {
-  const ratios = [...new Set(runs.map((run) => run.round))].map((round) => {
-    const [project, baseline] = ROLES.map((server) => runs.find((run) => run.round === round && run.server === server));
-    return project === undefined || baseline === undefined ? Number.NaN : pick(project) / pick(baseline);
-  });
-  return ratios.filter((ratio) => !Number.isNaN(ratio));
+  if (sorted.length % 2 === 1) return sorted[middle] ?? NaN;
+  return ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
 }
 
 export function summarise(runs: ScenarioRun[]): SummaryRow[] {
@@ -118,106 +75,108 @@ export function summarise(runs: ScenarioRun[]): SummaryRow[] {
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
-    const rpsRatios = pairedRatios(mine, (run) => run.measurement.rps);
+    const medians = (server: Role) => {
+      const own = mine.filter((run) => run.server === server);
+      const of = (pick: (m: Measurement) => number) => median(own.map((run) => pick(run.measurement)));
+      const sum = (pick: (run: ScenarioRun) => number) => own.reduce((total, run) => total + pick(run), 0);
+      const [errors, unexpected] = [sum((run) => run.measurement.errors), sum((run) => run.unexpected)];
+      const cpuUs = median(own.map((run) => run.cpuUsPerRequest));
+      return { rps: of((m) => m.rps), p50Ms: of((m) => m.p50Ms), p99Ms: of((m) => m.p99Ms), cpuUs, errors, unexpected };
+    };
+    const ratios = (pick: (run: ScenarioRun) => number) =>
+      [...new Set(mine.map((run) => run.round))].flatMap((round) => {
+        const [project, baseline] = ROLES.map((server) => mine.find((r) => r.round === round && r.server === server));
+        return project === undefined || baseline === undefined ? [] : [pick(project) / pick(baseline)];
+      });
+    const rps = ratios((run) => run.measurement.rps);
+    const [p99, cpu] = [ratios((run) => run.measurement.p99Ms), ratios((run) => run.cpuUsPerRequest)];
+    const x = { rps: median(rps), p99: median(p99), cpu: median(cpu) };
     return {
       table,
       scenario,
-      project: mediansOf(mine.filter((run) => run.server === 'project')),
-      baseline: mediansOf(mine.filter((run) => run.server === 'baseline')),
-      rpsRatio: median(rpsRatios),
-      p99Ratio: median(pairedRatios(mine, (run) => run.measurement.p99Ms)),
-      cpuRatio: median(pairedRatios(mine, (run) => run.cpuUsPerRequest)),
-      rpsRatioRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
+      project: medians('project'),
+      baseline: medians('baseline'),
+      x,
+      rpsRange: [Math.min(...rps), Math.max(...rps)],
     };
   });
 }
 
 export const ratio = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)}x`);
 export const ms = (value: number) => value.toFixed(2);
-const count = (value: number) => Math.round(value).toLocaleString('en-US');
+const check = (target: string, subject: string, value: string, pass: boolean) => ({ target, subject, value, pass });
 
-/** Throughput and p99 against the reference, p99 growth with the table, and that every answer was as expected. */
-export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Names): TargetCheck[] {
-  const checks: TargetCheck[] = [];
-  for (const row of rows) {
-    const subject = `${row.scenario} @${row.table}`;
-    checks.push({
-      target: `throughput >= ${limits.minRpsRatio}x ${names.baseline}`,
-      subject,
-      value: ratio(row.rpsRatio),
-      pass: row.rpsRatio >= limits.minRpsRatio,
-    });
-    if (limits.maxP99Ratio !== undefined)
-      checks.push({
-        target: `p99 <= ${limits.maxP99Ratio}x ${names.baseline}`,
-        subject,
-        value: ratio(row.p99Ratio),
-        pass: row.p99Ratio <= limits.maxP99Ratio,
-      });
-  }
-  const [small, ...large] = [...new Set(rows.map((row) => row.table))];
-  const maxGrowth = limits.maxScaleP99Ratio;
-  for (const row of maxGrowth === undefined ? [] : rows.filter((candidate) => large.includes(candidate.table))) {
+/** Throughput and p99 against the other server, p99 growth with the table, and every answer as expected. */
+export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Record<Role, string>): TargetCheck[] {
+  const { minRpsRatio: minRps, maxP99Ratio: maxP99, maxScaleP99Ratio: maxGrowth } = limits;
+  const checks = rows.flatMap(({ table, scenario, x }) => [
+    check(`throughput >= ${minRps}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.rps), x.rps >= minRps),
+    ...(maxP99 === undefined
+      ? []
+      : [check(`p99 <= ${maxP99}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.p99), x.p99 <= maxP99)]),
+  ]);
+  const small = rows[0]?.table;
+  for (const row of rows.filter((candidate) => candidate.table !== small)) {
+    if (maxGrowth === undefined) break;
     const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
-    if (reference === undefined || maxGrowth === undefined) continue;
+    if (reference === undefined) continue;
     const growth = row.project.p99Ms / reference.project.p99Ms;
-    checks.push({
-      target: `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`,
-      subject: `${row.scenario} (${names.project})`,
-      value: `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${ratio(row.baseline.p99Ms / reference.baseline.p99Ms)})`,
-      pass: growth <= maxGrowth,
-    });
+    const theirs = ratio(row.baseline.p99Ms / reference.baseline.p99Ms);
+    const value = `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${theirs})`;
+    checks.push(
+      check(
+        `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`,
+        `${row.scenario} (${names.project})`,
+        value,
+        growth <= maxGrowth,
+      ),
+    );
   }
-  const unexpected = rows.reduce((total, row) => total + row.project.unexpected + row.baseline.unexpected, 0);
-  const errors = rows.reduce((total, row) => total + row.project.errors + row.baseline.errors, 0);
-  checks.push({
-    target: 'every response has the expected status, no socket errors',
-    subject: `${names.project} and ${names.baseline}`,
-    value: `${unexpected} unexpected, ${errors} errors`,
-    pass: unexpected === 0 && errors === 0,
-  });
+  const sum = (pick: (m: SummaryRow['project']) => number) =>
+    rows.reduce((n, row) => n + pick(row.project) + pick(row.baseline), 0);
+  const [unexpected, errors] = [sum((m) => m.unexpected), sum((m) => m.errors)];
+  const target = 'every response has the expected status, no socket errors';
+  checks.push(
+    check(
+      target,
+      `${names.project} and ${names.baseline}`,
+      `${unexpected} unexpected, ${errors} errors`,
+      unexpected + errors === 0,
+    ),
+  );
   return checks;
 }
 
-/** The project server's memory, its growth over the soak, and its start. */
-export function serverChecks(lives: ServerLife[], soak: Soak | undefined): TargetCheck[] {
+/** The project server's peak memory over any of its lives, and its median start. */
+export function serverChecks(lives: ServerLife[]): TargetCheck[] {
   const project = lives.filter((life) => life.server === 'project');
   const peak = Math.max(...project.map((life) => life.peakRssMb));
-  const startups = project.map((life) => life.startupMs);
-  const checks: TargetCheck[] = [
-    {
-      target: `peak RSS < ${TARGETS.maxPeakRssMb} MB`,
-      subject: 'project server',
-      value: `${peak.toFixed(1)} MB`,
-      pass: peak < TARGETS.maxPeakRssMb,
-    },
-    {
-      target: `first 200 <= ${TARGETS.maxStartupMs} ms after spawn (median)`,
-      subject: 'project server',
-      value: `median ${median(startups).toFixed(0)} ms, max ${Math.max(...startups).toFixed(0)} ms over ${startups.length} starts`,
-      pass: median(startups) <= TARGETS.maxStartupMs,
-    },
+  const startup = median(project.map((life) => life.startupMs));
+  const { maxPeakRssMb, maxStartupMs } = TARGETS;
+  return [
+    check(`peak RSS < ${maxPeakRssMb} MB`, 'project server', `${peak.toFixed(1)} MB`, peak < maxPeakRssMb),
+    check(
+      `first 200 <= ${maxStartupMs} ms after spawn (median)`,
+      'project server',
+      `${startup.toFixed(0)} ms over ${project.length} starts`,
+      startup <= maxStartupMs,
+    ),
   ];
-  if (soak !== undefined) {
-    const growth = soak.afterSoakMb - soak.afterWarmupMb;
-    checks.push({
-      target: `RSS growth over a ${soak.seconds} s soak @${soak.table} <= ${TARGETS.soakNoiseMb} MB`,
-      subject: 'project server',
-      value: `${soak.afterWarmupMb.toFixed(1)} -> ${soak.afterSoakMb.toFixed(1)} MB (${growth >= 0 ? '+' : ''}${growth.toFixed(1)} MB)`,
-      pass: growth <= TARGETS.soakNoiseMb,
-    });
-  }
-  return checks;
 }
 
-export function machine() {
-  return {
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? 'unknown',
-    memoryGb: Math.round((totalmem() / 1024 ** 3) * 10) / 10,
-    node: process.version,
-    kernel: release(),
+/** Each server's median start and highest peak RSS. */
+export function livesLine(lives: ServerLife[], names: Record<Role, string>): string {
+  const of = (server: Role) => {
+    const mine = lives.filter((life) => life.server === server);
+    const startup = median(mine.map((life) => life.startupMs)).toFixed(0);
+    return `${names[server]} ${startup} ms to the first 200 (median of ${mine.length}), peak RSS ${Math.max(...mine.map((life) => life.peakRssMb)).toFixed(1)} MB`;
   };
+  return `Servers: ${of('project')}; ${of('baseline')}.`;
+}
+
+export function machine(): string {
+  const memoryGb = Math.round(totalmem() / 1024 ** 3);
+  return `${cpus().length} x ${cpus()[0]?.model ?? 'unknown CPU'}, ${memoryGb} GiB, Linux ${release()}, Node ${process.version}`;
 }
 
 /** A text table: the first `left` columns left-aligned, the rest right-aligned. */
@@ -226,88 +185,55 @@ export function textTable(header: string[], rows: string[][], left = 3): string 
     Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
   );
   const line = (cells: string[]) =>
-    cells
-      .map((cell, column) => (column < left ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)))
-      .join('  ');
+    cells.map((cell, i) => (i < left ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ');
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
 }
 
-/** Each scenario's medians on both servers and the ratios; x = project / baseline, median of the per-round ratios. */
-export function scenarioTable(rows: SummaryRow[], names: Names): string {
+/** Each scenario's medians on both servers, and the ratios (x = first server / second). */
+export function scenarioTable(rows: SummaryRow[], names: Record<Role, string>): string {
+  const count = (value: number) => Math.round(value).toLocaleString('en-US');
+  const header = ['table', 'scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'CPU us/req', 'unexpected'];
   return textTable(
-    [
-      'table',
-      'scenario',
-      'server',
-      'req/s',
-      'p50 ms',
-      'p99 ms',
-      'CPU us/req',
-      'non-2xx',
-      'x req/s',
-      'rounds',
-      'x p99',
-      'x CPU',
-    ],
-    rows.flatMap((row) =>
+    [...header, 'x req/s', 'rounds', 'x p99', 'x CPU'],
+    rows.flatMap(({ table, scenario, x, rpsRange, ...medians }) =>
       ROLES.map((server) => {
-        const m = row[server];
-        const ratios =
-          server === 'project'
-            ? [
-                ratio(row.rpsRatio),
-                `${row.rpsRatioRange[0].toFixed(2)}-${row.rpsRatioRange[1].toFixed(2)}`,
-                ratio(row.p99Ratio),
-                ratio(row.cpuRatio),
-              ]
-            : ['', '', '', ''];
-        const name = server === 'project' ? [row.table, row.scenario] : ['', ''];
-        return [
-          ...name,
-          names[server],
-          count(m.rps),
-          ms(m.p50Ms),
-          ms(m.p99Ms),
-          count(m.cpuUsPerRequest),
-          count(m.non2xx),
-          ...ratios,
-        ];
+        const m = medians[server];
+        const own = [names[server], count(m.rps), ms(m.p50Ms), ms(m.p99Ms), count(m.cpuUs), count(m.unexpected)];
+        if (server === 'baseline') return ['', '', ...own, '', '', '', ''];
+        const range = rpsRange.map((value) => value.toFixed(2)).join('-');
+        return [table, scenario, ...own, ratio(x.rps), range, ratio(x.p99), ratio(x.cpu)];
       }),
     ),
   );
 }
 
-export function livesTable(lives: ServerLife[], names: Names): string {
-  return textTable(
-    ['table', 'server', 'starts', 'first 200 ms (median)', 'peak RSS MB (max)'],
-    [...new Map(lives.map((life) => [`${life.table}\t${life.server}`, life])).values()].map(({ table, server }) => {
-      const mine = lives.filter((life) => life.table === table && life.server === server);
-      return [
-        table,
-        names[server],
-        String(mine.length),
-        median(mine.map((life) => life.startupMs)).toFixed(0),
-        Math.max(...mine.map((life) => life.peakRssMb)).toFixed(1),
-      ];
-    }),
-    2,
-  );
-}
-
-export function soakLine(soak: Soak | undefined): string {
-  return soak === undefined
-    ? 'Soak: skipped (BENCH_SOAK=0)'
-    : `Soak (project, mixed load on the ${soak.table} table): RSS ${soak.afterWarmupMb.toFixed(1)} MB after ${soak.warmupSeconds} s of warm-up, ` +
-        `${soak.afterSoakMb.toFixed(1)} MB after ${soak.seconds} s more`;
-}
-
 export function verdicts(checks: TargetCheck[]): string[] {
-  const failed = checks.filter((check) => !check.pass).length;
+  const failed = checks.filter((one) => !one.pass).length;
   return [
-    ...checks.map((check) => `${check.pass ? 'PASS' : 'FAIL'}  ${check.target}  ${check.subject}: ${check.value}`),
+    ...checks.map((one) => `${one.pass ? 'PASS' : 'FAIL'}  ${one.target}  ${one.subject}: ${one.value}`),
     '',
     failed === 0
       ? `All ${checks.length} targets met.`
       : `${failed} of ${checks.length} targets NOT met (see FAIL above).`,
   ];
+}
+
+/** The results as BENCHMARKS.md shows them: one row per backend, table and scenario. */
+export function markdownResults(byBackend: Record<string, SummaryRow[]>): string[] {
+  const count = (value: number) => Math.round(value).toLocaleString('en-US');
+  const x = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(2));
+  const rows = Object.entries(byBackend).flatMap(([backend, summary]) =>
+    summary.map(({ table, scenario, project, x: ratios }) => [
+      backend,
+      table,
+      scenario,
+      count(project.rps),
+      x(ratios.rps),
+      x(ratios.p99),
+      count(project.cpuUs),
+      x(ratios.cpu),
+    ]),
+  );
+  const header = ['backend', 'table', 'scenario', 'project req/s', 'x req/s', 'x p99', 'CPU us/resp', 'x CPU'];
+  return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`);
 }

@@ -35,6 +35,16 @@ const types = new pg.TypeOverrides();
 types.setTypeParser(pg.types.builtins.INT8, Number);
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
+/**
+ * The statements of every request, built once: node-postgres checks a named statement's text
+ * against the one it prepared on each use, which is a pointer comparison when it is the same string.
+ */
+const PET_SQL = {
+  list: `SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+  listByStatus: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  insert: `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}`,
+  byId: `SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`,
+};
 const TIMESTAMP = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const KEY_COLUMNS = `id, account_id AS "accountId", prefix, ${TIMESTAMP('created_at')} AS "createdAt",
   ${TIMESTAMP('revoked_at')} AS "revokedAt"`;
@@ -167,26 +177,14 @@ function petRepository(pool: Pool, now: () => number): PetRepository {
   // limit + 1 rows tell whether another page follows without a second query.
   const list = (afterId: number, limit: number, status: string | undefined) =>
     status === undefined
-      ? {
-          name: 'pets-list',
-          text: `SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
-          values: [afterId, limit + 1],
-        }
-      : {
-          name: 'pets-list-status',
-          text: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
-          values: [status, afterId, limit + 1],
-        };
+      ? { name: 'pets-list', text: PET_SQL.list, values: [afterId, limit + 1] }
+      : { name: 'pets-list-status', text: PET_SQL.listByStatus, values: [status, afterId, limit + 1] };
   const insert = (pet: NewPetRecord) => ({
     name: 'pets-insert',
-    text: `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}`,
+    text: PET_SQL.insert,
     values: [pet.name, pet.categoryId, pet.status],
   });
-  const byId = (id: number) => ({
-    name: 'pets-by-id',
-    text: `SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`,
-    values: [id],
-  });
+  const byId = (id: number) => ({ name: 'pets-by-id', text: PET_SQL.byId, values: [id] });
   const claimOf = (claim: IdempotencyClaim, since: number) => ({
     name: 'claims-find',
     text: `SELECT fingerprint, pet_id AS "petId" FROM idempotency_keys

@@ -1,0 +1,122 @@
+/**
+ * The servers the bench runs, each a process of its own started as production starts it: logging at
+ * info to /dev/null (the log lines are still built and written), rate limits off so the load is not
+ * answered with 429s, metrics on a free port of its own; a spec's `env` overrides any of it.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { projectRoot } from '../../src/paths.js';
+import { freePort } from '../local-servers.js';
+import type { SeededTable } from './table.js';
+
+export interface ServerSpec {
+  /** As the report names it. */
+  name: string;
+  kind: 'project' | 'baseline';
+  env?: Record<string, string>;
+}
+
+export const PROJECT: ServerSpec = { name: 'project', kind: 'project' };
+export const BASELINE: ServerSpec = { name: 'baseline', kind: 'baseline' };
+/** The project without metrics: what they cost. */
+export const NO_METRICS: ServerSpec = { name: 'no metrics', kind: 'project', env: { METRICS_PORT: 'off' } };
+
+const ENTRY = { project: 'dist/src/server.js', baseline: 'dist/scripts/bench/baseline.js' };
+/** Linux counts CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
+const MS_PER_TICK = 10;
+
+export interface RunningServer {
+  spec: ServerSpec;
+  pid: number;
+  origin: string;
+  /** From spawning the process to its first 200 on an authenticated request. */
+  startupMs: number;
+  /** The highest resident set size so far (VmHWM), in MB. */
+  peakRssMb: () => number;
+  /** CPU time the process has used (user + system, all threads), in ms. */
+  cpuMs: () => number;
+}
+
+export interface StartOptions {
+  /** Extra node flags, e.g. --perf-basic-prof. */
+  nodeFlags?: string[];
+  /** A command to run node under, with its options (valgrind's). */
+  launcher?: string[];
+  startupLimitMs?: number;
+}
+
+function peakRssMbOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/** utime + stime: fields 14 and 15 of /proc/<pid>/stat (proc(5)), counted after the command name. */
+function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
+}
+
+/** Runs a server on a fresh copy of the seeded table (in `dir`) for as long as `use` takes, then SIGTERM. */
+export async function withServer<T>(
+  spec: ServerSpec,
+  seeded: SeededTable,
+  dir: string,
+  use: (server: RunningServer) => Promise<T>,
+  { nodeFlags = [], launcher = [], startupLimitMs = 20_000 }: StartOptions = {},
+): Promise<T> {
+  const database = await seeded.freshCopy(dir);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const node = [process.execPath, ...nodeFlags, join(projectRoot, ENTRY[spec.kind])];
+  const [command = '', ...args] = [...launcher, ...node];
+  const spawnedAt = performance.now();
+  const child = spawn(command, args, {
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: database,
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_PER_MINUTE: '0',
+      AUTH_FAILURES_PER_MINUTE: '0',
+      METRICS_PORT: String(await freePort()),
+      ...spec.env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    const pid = child.pid ?? NaN;
+    const headers = { authorization: `Bearer ${seeded.key}` };
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`${spec.name} server exited while starting: ${stderr}`);
+      if (performance.now() - spawnedAt > startupLimitMs)
+        throw new Error(`${spec.name} server gave no 200 within ${startupLimitMs} ms: ${stderr}`);
+      const status = await fetch(`${origin}/v1/pets?limit=1`, { headers }).then(
+        async (response) => {
+          await response.arrayBuffer();
+          return response.status;
+        },
+        () => undefined,
+      );
+      if (status === 200) break;
+      // A 503 says "not yet" (overload protection sheds while a fresh process is still compiling).
+      if (status !== undefined && status !== 503)
+        throw new Error(`${spec.name} server answered ${status} to an authenticated request`);
+      await sleep(2);
+    }
+    const startupMs = performance.now() - spawnedAt;
+    return await use({ spec, pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid), cpuMs: () => cpuMsOf(pid) });
+  } finally {
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
