@@ -19,7 +19,7 @@ import { watch } from 'chokidar';
 import { contractPath, projectRoot } from '../src/paths.js';
 import { checkContract, lintContract } from './dev/contract.js';
 import { DevServer } from './dev/server.js';
-import { watchTypes } from './dev/typecheck.js';
+import { type TypeCheck, watchTypes } from './dev/typecheck.js';
 
 /** Edits arrive as bursts of events (an editor's save is several writes): wait for quiet. */
 const SETTLE_MS = 50;
@@ -32,7 +32,8 @@ let contractGood = false;
 let changeSeen: number | undefined;
 /** Contract checks and restarts run one at a time, in order; type checks wait for them. */
 let busy: Promise<void> = Promise.resolve();
-let types: { close: () => void } | undefined;
+let typesChecked = false;
+let types: { close: () => Promise<number> } | undefined;
 
 const noteChange = () => (changeSeen ??= performance.now());
 
@@ -79,8 +80,10 @@ async function onContractChange(reason: string): Promise<void> {
   await lintContract();
 }
 
-function onTypeCheck({ errors, changedScripts }: { errors: string[]; changedScripts: string[] }): void {
+function onTypeCheck({ errors, changedScripts }: TypeCheck): void {
   for (const error of errors) process.stdout.write(`${error}\n`);
+  if (!typesChecked && errors.length === 0) say('the sources type-check');
+  typesChecked = true;
   if (errors.length > 0) {
     changeSeen = undefined;
     say(`${errors.length} type error(s) above: the code is not restarted until they are fixed; ${stillServing()}`);
@@ -116,7 +119,7 @@ async function main(): Promise<void> {
     }),
   );
   const stop = () => {
-    types?.close();
+    void types?.close();
     void contractWatcher.close();
     void otherWatcher.close();
     void server.stop().then(() => process.exit(0));
@@ -130,14 +133,13 @@ async function main(): Promise<void> {
     ),
   );
   await runInTurn(() => onContractChange('started'));
-  say('type-checking the sources (openapi.yaml is watched meanwhile)');
   types = watchTypes(projectRoot, {
     settleMs: SETTLE_MS,
     whenIdle: () => busy,
     onChange: noteChange,
     onCheck: onTypeCheck,
   });
-  say('watching openapi.yaml and the sources; Ctrl-C stops');
+  say('watching openapi.yaml and the sources (their first type check runs meanwhile); Ctrl-C stops');
 }
 
 await main();

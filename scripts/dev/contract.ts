@@ -6,12 +6,10 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { getLineColLocation, lint, loadConfig } from 'redocly-openapi-core';
 import { parse } from 'yaml';
 import { compiledContractFile, sha256, validateContract } from '../../src/contract.js';
-import { metaSchemaVersion, precompiledMetaSchemaFile } from '../../src/meta-schema.js';
+import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../../src/meta-schema.js';
 import { compiledContractDir, contractPath, projectRoot } from '../../src/paths.js';
-import { compileMetaSchema } from '../build-contract.js';
 import { generatedTypesFile, generateTypes } from '../contract/generate-types.js';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -20,6 +18,14 @@ const contractName = relative(projectRoot, contractPath);
 
 /** The meta-schema version compiled to dist/contract/ by this loop: it changes with `openapi:` only. */
 let metaSchemaWritten: string | undefined;
+
+/** Whether dist/contract/ holds the meta-schema compiled for `version` from the installed file. */
+function metaSchemaCompiled(version: string): boolean {
+  if (metaSchemaWritten === version) return true;
+  const compiled = readOrUndefined(precompiledMetaSchemaFile) ?? '';
+  const stamp = `export const version = ${JSON.stringify(version)};\nexport const schemaSha256 = ${JSON.stringify(sha256(readFileSync(metaSchemaFile(version))))};`;
+  return compiled.includes(stamp);
+}
 
 function readOrUndefined(file: string): string | undefined {
   try {
@@ -44,10 +50,12 @@ export async function checkContract(): Promise<boolean> {
   mkdirSync(compiledContractDir, { recursive: true });
   writeFileSync(compiledContractFile, JSON.stringify({ sourceSha256, ...validated.value }));
   const version = metaSchemaVersion(validated.value.document.openapi);
-  if (version !== metaSchemaWritten) {
+  if (!metaSchemaCompiled(version)) {
+    // Loaded only when needed: the build that `npm run dev` starts from has usually compiled it.
+    const { compileMetaSchema } = await import('../build-contract.js');
     writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(version));
-    metaSchemaWritten = version;
   }
+  metaSchemaWritten = version;
   const generatedFile = join(projectRoot, generatedTypesFile);
   if (readOrUndefined(generatedFile) !== types.value) {
     writeFileSync(generatedFile, types.value);
@@ -62,6 +70,7 @@ export async function checkContract(): Promise<boolean> {
  * @redocly/openapi-core does not know them: they are left out.
  */
 async function lintConfig() {
+  const { loadConfig } = await import('redocly-openapi-core');
   const configPath = join(projectRoot, 'redocly.yaml');
   const { extends: presets = [] } = (parse(readFileSync(configPath, 'utf8')) ?? {}) as { extends?: string[] };
   return loadConfig({ configPath, customExtends: presets.filter((preset) => !preset.startsWith('diff-')) });
@@ -73,6 +82,7 @@ async function lintConfig() {
  */
 export async function lintContract(): Promise<void> {
   try {
+    const { getLineColLocation, lint } = await import('redocly-openapi-core');
     const problems = await lint({ ref: contractPath, config: await lintConfig() });
     for (const { ruleId, severity, message, location } of problems) {
       const [first] = location;

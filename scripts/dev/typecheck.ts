@@ -1,18 +1,22 @@
 /**
- * The type checker of `npm run dev`, in-process and incremental: TypeScript's watch API over
- * tsconfig.json with a builder program, so an edit re-checks the files it affects and emits only
- * what changed to dist/. Nothing is emitted while there is a type error (noEmitOnError): dist/
- * keeps the last good code.
+ * The type checker of `npm run dev`, in-process and incremental (scripts/dev/typecheck-worker.ts):
+ * in a worker thread, so that a check (the first loads the whole program: tens of seconds on a
+ * busy machine) never holds up the contract's half of the loop or the server's output.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import ts from 'typescript';
+import { Worker } from 'node:worker_threads';
 
 export interface TypeCheck {
   /** Errors with their file and line, as tsc prints them; empty when the code compiled. */
   errors: string[];
   /** The JavaScript files this check wrote to dist/ with new content. */
   changedScripts: string[];
+}
+
+/** What the checker tells the loop. */
+export type FromChecker = { kind: 'change' } | { kind: 'idle?'; id: number } | ({ kind: 'check' } & TypeCheck);
+/** What the loop answers: the check that asked may run. */
+export interface ToChecker {
+  go: number;
 }
 
 export interface TypeCheckOptions {
@@ -25,97 +29,17 @@ export interface TypeCheckOptions {
   onCheck: (check: TypeCheck) => void;
 }
 
-interface Timer {
-  timeout: NodeJS.Timeout;
-  cancelled: boolean;
-}
-
-/** Writes a file unless it already holds this text; true when it wrote it. */
-function writeIfChanged(file: string, text: string): boolean {
-  try {
-    if (readFileSync(file, 'utf8') === text) return false;
-  } catch {
-    mkdirSync(dirname(file), { recursive: true });
-  }
-  writeFileSync(file, text);
-  return true;
-}
-
-/** Starts watching; the first check runs before this returns. */
+/** Starts watching the sources of the project at `root`; the first check follows at once. */
 export function watchTypes(
   root: string,
   { settleMs, whenIdle, onChange, onCheck }: TypeCheckOptions,
-): { close: () => void } {
-  const formatHost: ts.FormatDiagnosticsHost = {
-    getCanonicalFileName: (file) => file,
-    getCurrentDirectory: () => root,
-    getNewLine: () => '\n',
-  };
-  const host = ts.createWatchCompilerHost(
-    join(root, 'tsconfig.json'),
-    { noEmitOnError: true },
-    ts.sys,
-    ts.createEmitAndSemanticDiagnosticsBuilderProgram,
-    (diagnostic) => process.stdout.write(ts.formatDiagnostic(diagnostic, formatHost)),
-    () => undefined, // "Starting compilation…", "Found 0 errors…": the loop says what it does itself
-  );
-  const watchFile = host.watchFile.bind(host);
-  const watchDirectory = host.watchDirectory.bind(host);
-  host.watchFile = (file, callback, ...rest) =>
-    watchFile(
-      file,
-      (...args) => {
-        onChange();
-        callback(...args);
-      },
-      ...rest,
-    );
-  host.watchDirectory = (dir, callback, ...rest) =>
-    watchDirectory(
-      dir,
-      (...args) => {
-        onChange();
-        callback(...args);
-      },
-      ...rest,
-    );
-  // TypeScript schedules each check on a timer (250 ms after the last event): shorter here, and
-  // held back while the loop is busy starting a server, so the two do not share the cores.
-  host.setTimeout = (callback: (...args: unknown[]) => void, ms: number, ...args: unknown[]): Timer => {
-    const timer: Timer = { cancelled: false, timeout: undefined as unknown as NodeJS.Timeout };
-    timer.timeout = setTimeout(
-      () =>
-        void whenIdle().then(() => {
-          if (!timer.cancelled) callback(...args);
-        }),
-      Math.min(ms, settleMs),
-    );
-    return timer;
-  };
-  host.clearTimeout = (timer: Timer) => {
-    timer.cancelled = true;
-    clearTimeout(timer.timeout);
-  };
-  host.afterProgramCreate = (program) => {
-    const diagnostics = [
-      ...program.getConfigFileParsingDiagnostics(),
-      ...program.getOptionsDiagnostics(),
-      ...program.getGlobalDiagnostics(),
-      ...program.getSyntacticDiagnostics(),
-      ...program.getSemanticDiagnostics(),
-    ].filter(({ category }) => category === ts.DiagnosticCategory.Error);
-    const changedScripts: string[] = [];
-    if (diagnostics.length === 0) {
-      // Emits only the files the edit affected (and the build info that remembers it).
-      program.emit(undefined, (file, text) => {
-        if (writeIfChanged(file, text) && file.endsWith('.js')) changedScripts.push(relative(root, file));
-      });
-    }
-    onCheck({
-      errors: diagnostics.map((diagnostic) => ts.formatDiagnostic(diagnostic, formatHost).trimEnd()),
-      changedScripts,
-    });
-  };
-  const watch = ts.createWatchProgram(host);
-  return { close: () => watch.close() };
+): { close: () => Promise<number> } {
+  const worker = new Worker(new URL('./typecheck-worker.js', import.meta.url), { workerData: { root, settleMs } });
+  worker.on('message', (message: FromChecker) => {
+    if (message.kind === 'change') onChange();
+    else if (message.kind === 'idle?')
+      void whenIdle().then(() => worker.postMessage({ go: message.id } satisfies ToChecker));
+    else onCheck(message);
+  });
+  return { close: () => worker.terminate() };
 }
