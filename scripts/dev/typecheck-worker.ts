@@ -61,26 +61,17 @@ function watchTypes(): void {
     (diagnostic) => process.stdout.write(ts.formatDiagnostic(diagnostic, formatHost)),
     () => undefined, // "Starting compilation…", "Found 0 errors…": the loop says what it does itself
   );
+  // Each event the watchers see tells the loop, which times the edit from it.
+  const noticing =
+    <A extends unknown[]>(callback: (...args: A) => void) =>
+    (...args: A) => {
+      tell({ kind: 'change' });
+      callback(...args);
+    };
   const watchFile = host.watchFile.bind(host);
   const watchDirectory = host.watchDirectory.bind(host);
-  host.watchFile = (file, callback, ...rest) =>
-    watchFile(
-      file,
-      (...args) => {
-        tell({ kind: 'change' });
-        callback(...args);
-      },
-      ...rest,
-    );
-  host.watchDirectory = (dir, callback, ...rest) =>
-    watchDirectory(
-      dir,
-      (...args) => {
-        tell({ kind: 'change' });
-        callback(...args);
-      },
-      ...rest,
-    );
+  host.watchFile = (file, callback, ...rest) => watchFile(file, noticing(callback), ...rest);
+  host.watchDirectory = (dir, callback, ...rest) => watchDirectory(dir, noticing(callback), ...rest);
   // TypeScript schedules each check on a timer (250 ms after the last event): shorter here, and
   // held back while the loop is busy starting a server, so the two do not share the cores.
   host.setTimeout = (callback: (...args: unknown[]) => void, ms: number, ...args: unknown[]): Timer => {
