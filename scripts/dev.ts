@@ -1,199 +1,145 @@
 /**
  * `npm run dev`: the contract-first loop. Serves the API from the sources (src/server.ts with
  * PETSTORE_DEV=1: operations without a handler answered from the contract, every response checked
- * against it) and keeps it current:
- * - openapi.yaml (watched with chokidar): validated, generated/ regenerated, then a restart
- *   at once: generated/ holds types only, and with isolatedModules no emitted JavaScript depends on
- *   types, so the compiled code is the same (`tsc --watch` still checks the code against them);
- * - src/ (watched with chokidar; type-checked and compiled to dist/ by `tsc --watch`): a restart
- *   once tsc has compiled it without errors.
+ * against it) and keeps it current, in this one process but for the server itself:
+ * - openapi.yaml (watched with chokidar): validated, generated/ regenerated, and the server
+ *   restarted at once (scripts/dev/contract.ts); then linted. generated/ holds types only, and with
+ *   isolatedModules no emitted JavaScript depends on types, so the compiled code stays valid; the
+ *   type checker then checks the code against the new types;
+ * - the TypeScript sources (watched by TypeScript's own watch API, scripts/dev/typecheck.ts):
+ *   re-checked incrementally, the changed files emitted to dist/, and the server restarted when
+ *   its code changed; other files under src/ (SQL migrations, watched with chokidar) restart it.
+ * The server restarts into a process that has already loaded its packages (scripts/dev/server.ts).
  * An invalid contract or a type error is printed with its file and line, and the server that was
- * running keeps running: the last good version, until the next good one. Lint findings are printed
- * as they arrive (lintContract).
+ * running keeps running: the last good version, until the next good one.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { watch } from 'chokidar';
-import { sha256, validateContract } from '../src/contract.js';
 import { contractPath, projectRoot } from '../src/paths.js';
-import { writeCompiledContract } from './build-contract.js';
-import { checkLint } from './contract-check/lint.js';
-import { generatedTypesFile, generateTypes } from './contract/generate-types.js';
+import { checkContract, lintContract } from './dev/contract.js';
+import { DevServer } from './dev/server.js';
+import { type TypeCheck, watchTypes } from './dev/typecheck.js';
 
 /** Edits arrive as bursts of events (an editor's save is several writes): wait for quiet. */
 const SETTLE_MS = 50;
 
 const say = (line: string) => process.stdout.write(`[dev] ${line}\n`);
 
+const server = new DevServer((how) => say(`the server stopped (${how}); it restarts on the next good change`));
 let contractGood = false;
-/** A change to src/ waits for tsc's verdict before it is served. */
-let codeChanged = false;
-let server: ChildProcess | undefined;
-let changeStarted: number | undefined;
-/** Restarts run one at a time, in order. */
-let restarting: Promise<void> = Promise.resolve();
-let stopping = false;
+/** When the edit being handled was seen: each restart says how long it took to serve it. */
+let changeSeen: number | undefined;
+/** Contract checks and restarts run one at a time, in order; type checks wait for them. */
+let busy: Promise<void> = Promise.resolve();
+let typesChecked = false;
+let types: { close: () => Promise<number> } | undefined;
 
-function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
+const noteChange = () => (changeSeen ??= performance.now());
 
 function stillServing(): string {
-  return server === undefined ? 'nothing is served until it is fixed' : 'still serving the last good version';
+  return server.serving ? 'still serving the last good version' : 'nothing is served until it is fixed';
 }
 
-async function stopServer(): Promise<void> {
-  const running = server;
-  if (running === undefined) return;
-  server = undefined;
-  if (running.exitCode !== null || running.signalCode !== null) return;
-  const exited = new Promise((resolve) => running.once('exit', resolve));
-  running.kill('SIGTERM');
-  await exited;
+/** Calls `then` once events stop arriving for SETTLE_MS. */
+function settled(then: () => void): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  return () => {
+    noteChange();
+    clearTimeout(timer);
+    timer = setTimeout(then, SETTLE_MS);
+  };
 }
 
-function startServer(): void {
-  const child = spawn(process.execPath, [join(projectRoot, 'dist', 'src', 'server.js')], {
-    cwd: projectRoot,
-    env: { ...process.env, PETSTORE_DEV: '1' },
-    stdio: 'inherit',
+function runInTurn(step: () => Promise<void>): Promise<void> {
+  busy = busy.then(step).catch((error: unknown) => {
+    say(`failed: ${error instanceof Error ? error.stack : String(error)}`);
   });
-  server = child;
-  child.once('exit', (code, signal) => {
-    if (server !== child || stopping) return;
-    server = undefined;
-    say(`the server stopped (${signal ?? `exit ${String(code)}`}); it restarts on the next good change`);
-  });
+  return busy;
 }
 
-function restart(reason: string): void {
-  if (!contractGood) return;
-  const started = changeStarted;
-  changeStarted = undefined;
-  restarting = restarting.then(async () => {
-    await stopServer();
-    if (stopping) return;
-    startServer();
+async function restartNow(reason: string): Promise<void> {
+  const seen = changeSeen;
+  changeSeen = undefined;
+  if (await server.restart()) {
     say(
-      `${reason}: restarted${started === undefined ? '' : ` ${Math.round(performance.now() - started)} ms after the change`}`,
+      `${reason}: serving${seen === undefined ? '' : `, ${Math.round(performance.now() - seen)} ms after the change`}`,
     );
-  });
+  } else {
+    say(`${reason}: the server did not start (above)`);
+  }
 }
 
-/**
- * Lints the contract with the committed ruleset (Redocly CLI, a process of its own: seconds on a
- * busy machine). Its findings are printed when they arrive: a valid contract with lint problems is
- * served meanwhile, and `npm test` (contract:check) holds it to zero problems.
- */
-function lintContract(): void {
-  checkLint(projectRoot).then(
-    (drifts) => {
-      for (const { what, where } of drifts) process.stdout.write(`${where}: ${what}\n`);
-      say(drifts.length === 0 ? 'openapi.yaml lints clean' : `openapi.yaml: ${drifts.length} lint problem(s) above`);
-    },
-    (error: unknown) => say(`openapi.yaml: lint could not run: ${describeError(error)}`),
-  );
-}
-
-/** Validates the contract and regenerates generated/; true when it is good. */
-async function checkContract(): Promise<boolean> {
-  const bytes = readFileSync(contractPath);
-  lintContract();
-  const [validated, types] = await Promise.allSettled([validateContract(contractPath), generateTypes(projectRoot)]);
-  if (validated.status === 'rejected' || types.status === 'rejected') {
-    contractGood = false;
-    if (validated.status === 'rejected') {
-      process.stdout.write(`openapi.yaml: not a valid OpenAPI document: ${describeError(validated.reason)}\n`);
-    }
-    if (types.status === 'rejected') {
-      process.stdout.write(`openapi.yaml: types cannot be generated: ${describeError(types.reason)}\n`);
-    }
+async function onContractChange(reason: string): Promise<void> {
+  contractGood = await checkContract();
+  if (contractGood && existsSync(join(projectRoot, 'dist', 'src', 'server.js'))) await restartNow(reason);
+  if (!contractGood) {
+    changeSeen = undefined;
     say(`the contract is invalid (above): ${stillServing()}`);
-    changeStarted = undefined;
-    return false;
   }
-  writeCompiledContract({ sourceSha256: sha256(bytes), ...validated.value });
-  contractGood = true;
-  const generatedFile = join(projectRoot, generatedTypesFile);
-  let current: string | undefined;
-  try {
-    current = readFileSync(generatedFile, 'utf8');
-  } catch {
-    current = undefined;
-  }
-  if (current !== types.value) {
-    writeFileSync(generatedFile, types.value);
-    say(`${generatedTypesFile} regenerated`);
-  }
-  return true;
+  await lintContract();
 }
 
-function watchTypes(): ChildProcess {
-  const tsc = spawn(
-    process.execPath,
-    [
-      join(projectRoot, 'node_modules', 'typescript', 'bin', 'tsc'),
-      ...['-p', 'tsconfig.json', '--watch', '--preserveWatchOutput', '--noEmitOnError', '--pretty', 'false'],
-    ],
-    { cwd: projectRoot, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  createInterface({ input: tsc.stdout }).on('line', (line) => {
-    const found = /Found (\d+) errors?\./.exec(line);
-    if (found === null) {
-      if (/error TS\d+/.test(line) || (line.trim() !== '' && !/Starting|File change detected/.test(line))) {
-        process.stdout.write(`${line}\n`);
-      }
-      return;
-    }
-    const errors = Number(found[1]);
-    if (errors > 0)
-      say(`${errors} type error(s) above: the code is not restarted until they are fixed; ${stillServing()}`);
-    else if (!contractGood) say('compiled, but the contract has problems (above): not restarted');
-    else if (codeChanged || server === undefined) {
-      codeChanged = false;
-      restart('src/ changed');
-    }
-  });
-  return tsc;
+function onTypeCheck({ errors, changedScripts }: TypeCheck): void {
+  for (const error of errors) process.stdout.write(`${error}\n`);
+  if (!typesChecked && errors.length === 0) say('the sources type-check');
+  typesChecked = true;
+  if (errors.length > 0) {
+    changeSeen = undefined;
+    say(`${errors.length} type error(s) above: the code is not restarted until they are fixed; ${stillServing()}`);
+    return;
+  }
+  const serverChanged = changedScripts.some((file) => file.startsWith(join('dist', 'src')));
+  if (!serverChanged && server.serving) {
+    changeSeen = undefined;
+    return;
+  }
+  if (!contractGood) say('compiled, but the contract has problems (above): not restarted');
+  else void runInTurn(() => restartNow('src/ changed'));
 }
 
 async function main(): Promise<void> {
-  // Serve at once what `npm run dev` compiled (tsc --noEmitOnError: the last good code); the
-  // watching tsc's first verdict would otherwise hold the start for a whole type check.
-  if ((await checkContract()) && existsSync(join(projectRoot, 'dist', 'src', 'server.js'))) restart('started');
-  const tsc = watchTypes();
-  let timer: NodeJS.Timeout | undefined;
-  let checking: Promise<void> = Promise.resolve();
-  const codeWatcher = watch(join(projectRoot, 'src'), { ignoreInitial: true }).on('all', () => {
-    changeStarted ??= performance.now();
-    codeChanged = true;
-  });
-  const contractWatcher = watch(contractPath, { ignoreInitial: true }).on('all', () => {
-    changeStarted ??= performance.now();
-    clearTimeout(timer);
-    timer = setTimeout(() => {
-      checking = checking.then(async () => {
-        say('openapi.yaml changed: checking it');
-        const good = await checkContract().catch((error: unknown) => {
-          say(`the contract check failed: ${describeError(error)}`);
-          return false;
-        });
-        if (good) restart('openapi.yaml changed');
-      });
-    }, SETTLE_MS);
-  });
+  // Serves at once what `npm run dev` compiled (tsc --noEmitOnError: the last good code); the
+  // type checker's first pass, which loads the whole program, comes after.
+  const contractWatcher = watch(contractPath, { ignoreInitial: true }).on(
+    'all',
+    settled(() => {
+      say('openapi.yaml changed: checking it');
+      void runInTurn(() => onContractChange('openapi.yaml changed'));
+    }),
+  );
+  // What the type checker does not see: SQL migrations, read by the server as it starts.
+  const otherWatcher = watch(join(projectRoot, 'src'), {
+    ignoreInitial: true,
+    ignored: (path, stats) => stats?.isFile() === true && path.endsWith('.ts'),
+  }).on(
+    'all',
+    settled(() => {
+      if (contractGood) void runInTurn(() => restartNow('src/ changed'));
+    }),
+  );
   const stop = () => {
-    stopping = true;
-    tsc.kill('SIGTERM');
+    void types?.close();
     void contractWatcher.close();
-    void codeWatcher.close();
-    void stopServer().then(() => process.exit(0));
+    void otherWatcher.close();
+    void server.stop().then(() => process.exit(0));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  say('watching openapi.yaml and the TypeScript sources; Ctrl-C stops');
+  // Watching before anything is read, so that no edit made meanwhile is missed.
+  await Promise.all(
+    [contractWatcher, otherWatcher].map(
+      (watcher) => new Promise<void>((ready) => watcher.once('ready', () => ready())),
+    ),
+  );
+  await runInTurn(() => onContractChange('started'));
+  types = watchTypes(projectRoot, {
+    settleMs: SETTLE_MS,
+    whenIdle: () => busy,
+    onChange: noteChange,
+    onCheck: onTypeCheck,
+  });
+  say('watching openapi.yaml and the sources (their first type check runs meanwhile); Ctrl-C stops');
 }
 
 await main();

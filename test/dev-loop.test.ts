@@ -1,8 +1,10 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
+import { parse } from 'yaml';
 import { freePort } from '../scripts/local-servers.js';
 import { projectRoot } from '../src/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
@@ -10,8 +12,9 @@ import { withDeletePet } from './helpers/new-operation.js';
 
 // The contract-first loop, end to end (docs/contract.md): in a copy of the project, `npm run dev`
 // serves an operation the moment it is added to openapi.yaml, from its examples; `npm run build`
-// refuses it until it has a handler; the handler, once written, is served; an edited example is
-// served. The copy shares node_modules and starts from this build's dist/.
+// refuses it until it has a handler; the handler, once written, is served; `npm run contract:check`
+// refuses it until a test sees its responses, then passes; an edited example is served. The copy
+// shares node_modules and starts from this build's dist/.
 
 /** What the project is made of: everything but node_modules, data and test output. */
 const PROJECT_ENTRIES = [
@@ -29,15 +32,70 @@ const PROJECT_ENTRIES = [
 
 const DELETE_PET_HANDLER = `
 import { ApiError } from '../errors.js';
+import type { PetRepository } from '../storage/types.js';
 
-export function deletePetHandler(): Required<ServiceHandlers>['deletePet'] {
-  return async () => {
-    throw new ApiError(404, 'not_found', 'deletePet is implemented, and finds nothing');
+/** Finds the pet and answers 204 (the copy's storage has no delete: the loop is what is tested). */
+export function deletePetHandler(pets: PetRepository): Required<ServiceHandlers>['deletePet'] {
+  return async (request, reply) => {
+    if ((await pets.get(request.params.petId)) === undefined) {
+      throw new ApiError(404, 'not_found', \`No pet with id \${request.params.petId} to delete\`);
+    }
+    // A 204 has no body for the handler types to describe: the handler sends it itself.
+    return reply.code(204).send() as never;
   };
 }
 `;
 
+/** The test a team writes with the handler: every response deletePet documents, seen and checked. */
+const DELETE_PET_TEST = `
+import t from 'tap';
+import { startApi } from './helpers/api.js';
+
+t.test('DELETE /pets/{petId}', async (t) => {
+  const api = await startApi(t);
+  const created = await api.storage.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
+  const id = created.outcome === 'conflict' ? 0 : created.pet.id;
+  const remove = (url: string, headers: Record<string, string> = api.auth) =>
+    api.request({ method: 'DELETE', url, headers });
+  t.equal((await remove(\`/v1/pets/\${id}\`)).statusCode, 204);
+  t.equal((await remove('/v1/pets/999999')).statusCode, 404);
+  t.equal((await remove('/v1/pets/x')).statusCode, 400);
+  t.equal((await remove(\`/v1/pets/\${id}\`, {})).statusCode, 401);
+});
+`;
+
+/**
+ * contracts/unreached-responses.json for the copy: it runs only the test of deletePet, so every
+ * response of the other operations is accepted as unreached (this project's own npm test sees
+ * them), and contract:check holds deletePet's responses to that test.
+ */
+function onlyDeletePetChecked(contractText: string): string {
+  const paths = (parse(contractText) as { paths: Record<string, Record<string, OperationObject>> }).paths;
+  const exceptions = Object.values(paths).flatMap((item) =>
+    Object.values(item).flatMap(({ operationId, responses }) =>
+      operationId === undefined || operationId === 'deletePet'
+        ? []
+        : Object.keys(responses ?? {}).map((status) => ({
+            operationId,
+            status,
+            reason: "this copy runs only the test of deletePet; the project's own npm test sees the rest",
+          })),
+    ),
+  );
+  return JSON.stringify({ exceptions }, null, 2);
+}
+
+type OperationObject = OpenAPIV3_1.OperationObject;
+
 const execFileAsync = promisify(execFile);
+
+/** Runs a command in the copy to completion; a failure is a result, not an exception. */
+async function runIn(cwd: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
+  return execFileAsync(command, args, { cwd, env, maxBuffer: 16 * 1024 * 1024 }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: unknown) => error as { code: number; stdout: string; stderr: string },
+  );
+}
 
 /** Polls `probe` until it returns a value, or fails after `seconds`. */
 async function eventually<T>(what: string, seconds: number, probe: () => Promise<T | undefined>, log: () => string) {
@@ -50,8 +108,9 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
   }
 }
 
-// Three type checks (dev's, the build's, and the handler's recompile) on a shared 2-core machine.
-t.setTimeout(240_000);
+// Three full type checks (dev's first, the build's, contract:check's) and contract:check itself,
+// twice, on a shared 2-core machine.
+t.setTimeout(480_000);
 
 t.test('npm run dev serves a new operation from the contract, then its handler', async (t) => {
   const copy = temporaryDirectory(t);
@@ -70,6 +129,8 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
       HOST: '127.0.0.1',
       DATABASE_URL: join(copy, 'data', 'pets.db'),
       LOG_LEVEL: 'warn',
+      // This machine also runs the rest of the suite: no shedding for event-loop lag it causes.
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -84,7 +145,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     await exited;
   });
 
-  const key = await eventually('the development key', 30, async () => /^(psk_\S+)$/m.exec(output)?.[1], log);
+  const key = await eventually('the development key', 60, async () => /^(psk_\S+)$/m.exec(output)?.[1], log);
   const auth = { authorization: `Bearer ${key}` };
   const deletePet = (headers: Record<string, string> = auth) =>
     fetch(`${origin}/v1/pets/1`, { method: 'DELETE', headers });
@@ -140,10 +201,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
 
   // The build refuses the operation without a handler, naming it.
-  const build = await execFileAsync('npm', ['run', '-s', 'build'], { cwd: copy }).then(
-    () => ({ code: 0, stderr: '' }),
-    (error: unknown) => error as { code: number; stderr: string },
-  );
+  const build = await runIn(copy, 'npm', ['run', '-s', 'build']);
   t.not(build.code, 0, 'npm run build fails');
   t.match(build.stderr, /operation deletePet has no handler/, 'naming the operation');
 
@@ -153,7 +211,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     handlers,
     readFileSync(handlers, 'utf8').replace(
       '{ ...petHandlers(storage.pets, basePath) }',
-      '{ ...petHandlers(storage.pets, basePath), deletePet: deletePetHandler() }',
+      '{ ...petHandlers(storage.pets, basePath), deletePet: deletePetHandler(storage.pets) }',
     ) + DELETE_PET_HANDLER,
   );
   const implemented = await eventually(
@@ -166,7 +224,43 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     log,
   );
   t.equal(implemented.status, 404);
-  t.match(await implemented.json(), { message: 'deletePet is implemented, and finds nothing' });
+  t.match(await implemented.json(), { message: 'No pet with id 1 to delete' });
+
+  // contract:check refuses the operation until a test sees its responses, naming them. (Without
+  // its rebuild: the loop has compiled the copy.)
+  writeFileSync(
+    join(copy, 'contracts', 'unreached-responses.json'),
+    onlyDeletePetChecked(readFileSync(contractFile, 'utf8')),
+  );
+  const responseLog = join(copy, 'dist', 'responses.log');
+  writeFileSync(responseLog, '');
+  // What the copy's test and check run with: its own response log, SQLite, no tap runner above it.
+  const env = Object.fromEntries(
+    Object.entries({ ...process.env, PETSTORE_RESPONSE_LOG: responseLog }).filter(
+      ([name]) => !name.startsWith('TAP') && name !== 'PETSTORE_TEST_BACKEND',
+    ),
+  );
+  const uncovered = await runIn(copy, process.execPath, [join(copy, 'dist', 'scripts', 'contract-check.js')], env);
+  t.equal(uncovered.code, 1, 'contract:check fails while no test sees deletePet');
+  t.match(uncovered.stderr, /no test sees response 204 of deletePet/, 'naming the operation and the response');
+  t.notMatch(uncovered.stderr, /listPets|createPet|getPet/, 'and nothing else');
+
+  // The team's test of deletePet, compiled by the loop, run, and then contract:check passes.
+  writeFileSync(join(copy, 'test', 'delete-pet.test.ts'), DELETE_PET_TEST);
+  const compiledTest = join(copy, 'dist', 'test', 'delete-pet.test.js');
+  await eventually(
+    'the new test compiled by the loop',
+    60,
+    async () => (existsSync(compiledTest) ? true : undefined),
+    log,
+  );
+  const tested = await runIn(copy, process.execPath, [compiledTest], env);
+  t.equal(tested.code, 0, 'the test of deletePet passes', { output: tested.stdout + tested.stderr });
+  const checked = await runIn(copy, 'npm', ['run', '-s', 'contract:check'], env);
+  t.equal(checked.code, 0, 'npm run contract:check passes once a test sees every response', {
+    output: checked.stderr,
+  });
+  t.match(checked.stdout, /^contract:check: ok: .*\bresponses\b/m);
 
   t.notMatch(output, /does not conform to the contract/, 'every response the loop served conformed');
 });

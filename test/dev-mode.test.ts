@@ -2,6 +2,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { parseDocument } from 'yaml';
 import { buildApp } from '../src/app.js';
@@ -11,6 +14,8 @@ import { contractPath } from '../src/paths.js';
 import { openSqlite } from '../src/storage/sqlite/index.js';
 import { temporaryDirectory, type Teardown } from './helpers/api.js';
 import { withDeletePet } from './helpers/new-operation.js';
+
+type ResponseObject = OpenAPIV3_1.ResponseObject;
 
 // What PETSTORE_DEV=1 (npm run dev) adds, in-process: operations without a handler answered from
 // the contract, and every response checked against it; and what production does instead.
@@ -33,7 +38,7 @@ async function serve(t: Teardown, edit: (text: string) => string, development: b
   t.teardown(() => storage.close());
   const app = await buildApp({ contract, storage, development, logger: { level: 'error', stream } });
   t.teardown(() => app.close());
-  return { app, auth: { authorization: `Bearer ${key}` }, logged };
+  return { app, auth: { authorization: `Bearer ${key}` }, logged, contract };
 }
 
 t.test('production refuses an operation without a handler, naming it', async (t) => {
@@ -67,6 +72,67 @@ t.test('development answers an operation without a handler from the contract', a
     logged.filter((line) => !line.includes('Prefer: code=418') && line.includes('does not conform')),
     [],
     'answers from the contract conform to it',
+  );
+});
+
+/** The schema of an operation's success answer that documents no example. */
+const PET_CARE = {
+  type: 'object',
+  description: 'How an animal is looked after.',
+  required: ['petId', 'vaccinated', 'nextCheckup', 'feedings'],
+  additionalProperties: false,
+  properties: {
+    petId: { type: 'integer', format: 'int64', minimum: 1 },
+    vaccinated: { type: 'boolean' },
+    nextCheckup: { type: 'string', format: 'date-time' },
+    feedings: { type: 'array', minItems: 1, items: { type: 'string', enum: ['morning', 'evening'] } },
+    status: { $ref: '#/components/schemas/PetStatus' },
+  },
+};
+
+/** The contract with getPetCare added: its 200 has a schema and no example anywhere. */
+const withPetCare = (text: string) => {
+  const document = parseDocument(text);
+  const response = (description: string) => ({ $ref: `#/components/responses/${description}` });
+  document.setIn(
+    ['paths', '/pets/{petId}/care'],
+    document.createNode({
+      get: {
+        operationId: 'getPetCare',
+        summary: 'How an animal is looked after',
+        description: 'Feeding times, vaccination and the next check-up.',
+        tags: ['pets'],
+        parameters: [{ $ref: '#/components/parameters/PetId' }],
+        responses: {
+          '200': {
+            description: "The animal's care.",
+            headers: { 'X-Request-Id': { $ref: '#/components/headers/XRequestId' } },
+            content: { 'application/json': { schema: PET_CARE } },
+          },
+          '401': response('Unauthorized'),
+        },
+      },
+    }),
+  );
+  return document.toString();
+};
+
+t.test('development answers a success without an example with a value sampled from its schema', async (t) => {
+  const { app, auth, logged, contract } = await serve(t, withPetCare, true);
+  t.equal((await app.inject({ method: 'GET', url: '/v1/pets/1/care' })).statusCode, 401, 'after authentication');
+  const answer = await app.inject({ method: 'GET', url: '/v1/pets/1/care', headers: auth });
+  t.equal(answer.statusCode, 200);
+  t.equal(answer.headers['x-petstore-mock'], 'schema', 'marked as an example, generated from the schema');
+  const success = contract.dereferenced.paths?.['/pets/{petId}/care']?.get?.responses['200'] as ResponseObject;
+  const schema = success.content?.['application/json']?.schema ?? false;
+  const validate = addFormats.default(new Ajv2020({ strict: false, allErrors: true })).compile(schema);
+  const body: unknown = answer.json();
+  t.ok(validate(body), `valid against its schema: ${JSON.stringify(validate.errors)}`);
+  t.match(body, { petId: Number, vaccinated: Boolean, nextCheckup: String, feedings: [/^(morning|evening)$/] });
+  t.same(
+    logged.filter((line) => line.includes('does not conform')),
+    [],
+    'and the development response check agrees',
   );
 });
 
