@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics/registry.js';
-import { prepareErrorReply } from './errors.js';
+import type { Refuse } from './errors.js';
 
 export interface OverloadSettings {
   /** Shed when the event loop's mean delay over a sample exceeds this (ms); 0 turns shedding off. */
@@ -23,6 +23,7 @@ export const DEFAULT_OVERLOAD: OverloadSettings = {
 export interface OverloadOptions {
   settings: OverloadSettings;
   metrics?: Metrics | undefined;
+  refuse: Refuse;
 }
 
 declare module 'fastify' {
@@ -48,7 +49,7 @@ export function overloadedError(settings: OverloadSettings): ApiError {
   });
 }
 
-async function overloadPlugin(app: FastifyInstance, { settings, metrics }: OverloadOptions): Promise<void> {
+async function overloadPlugin(app: FastifyInstance, { settings, metrics, refuse }: OverloadOptions): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
     // Off: not even the sampling (a histogram fed every 10 ms, and a timer) runs.
     app.decorate('isUnderPressure', () => false);
@@ -58,10 +59,10 @@ async function overloadPlugin(app: FastifyInstance, { settings, metrics }: Overl
   await app.register(underPressure, {
     maxEventLoopDelay: settings.maxEventLoopDelayMs,
     sampleInterval: settings.sampleIntervalMs,
-    // Answered here, as under-pressure documents, not thrown: no error handler, no log line each.
+    // Answered here, as under-pressure documents, not thrown: no error handler on the way.
     pressureHandler: (_request: FastifyRequest, reply: FastifyReply) => {
       metrics?.rejected('overload');
-      void reply.send(prepareErrorReply(reply, overloaded));
+      refuse(reply, overloaded);
     },
   });
 }
