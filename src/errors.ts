@@ -36,12 +36,13 @@ export class ApiError extends Error {
    */
   get prepared(): PreparedAnswer {
     if (this.#answer === undefined) {
-      const body = Buffer.from(JSON.stringify(this.toBody()));
+      // A string, not a Buffer: Node writes a string body with the header block in one write.
+      const body = JSON.stringify(this.toBody());
       this.#answer = {
         body,
         headers: {
           'content-type': JSON_CONTENT_TYPE,
-          'content-length': String(body.length),
+          'content-length': String(Buffer.byteLength(body)),
           'cache-control': 'no-store',
           ...this.headers,
         },
@@ -55,7 +56,7 @@ export class ApiError extends Error {
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 export interface PreparedAnswer {
-  body: Buffer;
+  body: string;
   headers: Readonly<Record<string, string>>;
 }
 

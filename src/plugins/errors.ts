@@ -162,7 +162,9 @@ function largeBodyToCome(request: FastifyRequest): boolean {
   const { headers, complete } = request.raw;
   if (complete) return false;
   if (headers['transfer-encoding'] !== undefined) return true;
-  return Number(headers['content-length']) > request.routeOptions.bodyLimit;
+  const length = headers['content-length'];
+  // routeOptions builds an object each time it is read: only for a request that announces a body.
+  return length !== undefined && Number(length) > request.routeOptions.bodyLimit;
 }
 
 /**
