@@ -1,5 +1,5 @@
 import underPressure from '@fastify/under-pressure';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics/registry.js';
@@ -28,20 +28,14 @@ export interface OverloadOptions {
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** under-pressure's per-route handler: the health routes answer under pressure too. */
-    pressureHandler?: (request: FastifyRequest, reply: FastifyReply) => unknown;
+    /** Answered while shedding (/healthz; /readyz, which reports it). */
+    answerWhileShedding?: boolean;
   }
 }
 
 /** For routes that must answer under pressure (/healthz; /readyz, which reports it). */
-export const answerUnderPressure = { pressureHandler: () => undefined };
+export const answerUnderPressure = { answerWhileShedding: true };
 
-/**
- * Answers 503 `service_unavailable` with Retry-After, at once and before anything else is done,
- * while the event loop is saturated, instead of queueing requests until every client times out.
- * @fastify/under-pressure samples the event loop delay and runs this as the first onRequest hook;
- * `app.isUnderPressure()` tells /readyz. The refusal is built once: shedding must cost little.
- */
 /** The 503 of a shed request, and of /readyz while shedding. */
 export function overloadedError(settings: OverloadSettings): ApiError {
   return new ApiError(503, 'service_unavailable', 'The server is overloaded; retry shortly', {
@@ -49,21 +43,47 @@ export function overloadedError(settings: OverloadSettings): ApiError {
   });
 }
 
+/**
+ * Answers 503 `service_unavailable` with Retry-After, at once and before anything else is done,
+ * while the event loop is saturated, instead of queueing requests until every client times out.
+ * @fastify/under-pressure samples the event loop delay and says whether it is past the threshold
+ * (`isUnderPressure`, which /readyz reads too); the hook here answers. under-pressure's own hook
+ * reads `request.routeOptions` (an object built on each read) on every request, shed or served: it
+ * is registered in a context of its own, which no route is in, so that hook never runs.
+ */
 async function overloadPlugin(app: FastifyInstance, { settings, metrics, refuse }: OverloadOptions): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
     // Off: not even the sampling (a histogram fed every 10 ms, and a timer) runs.
     app.decorate('isUnderPressure', () => false);
     return;
   }
+  let sampler: FastifyInstance | undefined;
+  await app.register(async (context) => {
+    await context.register(underPressure, {
+      maxEventLoopDelay: settings.maxEventLoopDelayMs,
+      sampleInterval: settings.sampleIntervalMs,
+    });
+    sampler = context;
+  });
+  const isUnderPressure = () => sampler?.isUnderPressure() === true;
+  app.decorate('isUnderPressure', isUnderPressure);
+
+  const answered = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    if (route.config?.answerWhileShedding === true) answered.add(route.url);
+  });
   const overloaded = overloadedError(settings);
-  await app.register(underPressure, {
-    maxEventLoopDelay: settings.maxEventLoopDelayMs,
-    sampleInterval: settings.sampleIntervalMs,
-    // Answered here, as under-pressure documents, not thrown: no error handler on the way.
-    pressureHandler: (_request: FastifyRequest, reply: FastifyReply) => {
-      metrics?.rejected('overload');
-      refuse(reply, overloaded);
-    },
+  app.addHook('onRequest', function shed(request, reply, done) {
+    // While not shedding, this is all a request pays.
+    if (isUnderPressure()) {
+      const { url } = request;
+      const query = url.indexOf('?');
+      if (!answered.has(query === -1 ? url : url.slice(0, query))) {
+        metrics?.rejected('overload');
+        refuse(reply, overloaded);
+      }
+    }
+    done();
   });
 }
 
