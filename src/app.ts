@@ -16,7 +16,7 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandlerWith, frameworkErrors, type RequestHook } from './plugins/errors.js';
+import errors, { clientErrorHandlerWith, frameworkErrors, refusals, type RequestHook } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
@@ -205,10 +205,12 @@ export async function buildApp({
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
   app.addHook('onRequest', standardHeaders);
+  // In development, refusals are sent like other answers, for the response check to see them.
+  const refuse = refusals(development);
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
   // Shedding comes first: a refusal must cost as little as possible.
-  await app.register(overload, { settings: overloadSettings, metrics });
+  await app.register(overload, { settings: overloadSettings, metrics, refuse });
   await app.register(framing);
   await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);
@@ -218,10 +220,10 @@ export async function buildApp({
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);
-  const limits = await rateLimits(app, rateLimit, redis);
+  const limits = await rateLimits(app, rateLimit, refuse, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  const authenticate = bearerAuth(storage.accounts, limits.authFailure);
+  const authenticate = bearerAuth(storage.accounts, refuse, limits.authFailure);
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));

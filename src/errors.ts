@@ -26,6 +26,38 @@ export class ApiError extends Error {
   toBody(): ErrorBody {
     return { code: this.code, message: this.message, status: this.statusCode };
   }
+
+  #answer: PreparedAnswer | undefined;
+
+  /**
+   * The answer's fixed part, built on first use: the body serialized once and the headers that go
+   * with it. A refusal built once (a 401, a 429 for a given wait, the overload 503) is answered
+   * many times without serializing again (plugins/errors.ts, `reply.refuse`).
+   */
+  get prepared(): PreparedAnswer {
+    if (this.#answer === undefined) {
+      // A string, not a Buffer: Node writes a string body with the header block in one write.
+      const body = JSON.stringify(this.toBody());
+      this.#answer = {
+        body,
+        headers: {
+          'content-type': JSON_CONTENT_TYPE,
+          'content-length': String(Buffer.byteLength(body)),
+          'cache-control': 'no-store',
+          ...this.headers,
+        },
+      };
+    }
+    return this.#answer;
+  }
+}
+
+/** The media type of every Error body, as fastify sends JSON. */
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+export interface PreparedAnswer {
+  body: string;
+  headers: Readonly<Record<string, string>>;
 }
 
 ApiError.prototype.name = 'ApiError';

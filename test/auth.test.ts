@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { ErrorBody } from '../src/errors.js';
-import { listen, parseRawResponse, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { conformingFetch, listen, parseRawResponse, startApi, type TapTest, type TestApi } from './helpers/api.js';
 import { probeDatabase } from './helpers/backend.js';
 import { assertConforms } from './helpers/contract.js';
 
@@ -179,4 +179,38 @@ t.test('keys are stored only as SHA-256 hashes', async (t) => {
   const dump = JSON.stringify(await db.query('SELECT * FROM api_keys'));
   t.notOk(dump.includes(api.key), 'the key itself is nowhere in the table');
   t.match(api.key, /^psk_[A-Za-z0-9_-]{43}$/, 'a recognisable prefix and 256 random bits');
+});
+
+t.test('a refusal, written at once, has the headers of any answer, over a real socket too', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 1, authFailuresPerMinute: 0 } });
+  const sent = { 'x-request-id': 'refused-1' };
+  const expected = (response: { headers: Record<string, unknown>; body: string }) => {
+    t.equal(response.headers['x-request-id'], 'refused-1', 'the request id echoed');
+    t.equal(response.headers['x-content-type-options'], 'nosniff');
+    t.equal(response.headers['cache-control'], 'no-store');
+    t.equal(response.headers['content-type'], 'application/json; charset=utf-8');
+    t.equal(response.headers['content-length'], String(Buffer.byteLength(response.body)));
+    // getPet is deprecated: its refusals say so too.
+    t.equal(response.headers.deprecation, '@1795305600');
+  };
+  const unauthorized = await api.request({ method: 'GET', url: '/v1/pets/1', headers: sent });
+  t.equal(unauthorized.statusCode, 401);
+  expected(unauthorized);
+
+  const headers = { ...api.auth, ...sent };
+  t.equal((await api.request({ method: 'GET', url: '/v1/pets/1', headers })).statusCode, 404, 'the one allowed');
+  for (let i = 0; i < 2; i++) {
+    const limited = await api.request({ method: 'GET', url: '/v1/pets/1', headers });
+    t.equal(limited.statusCode, 429, 'the same refusal, answered twice');
+    expected(limited);
+    t.equal(limited.headers['ratelimit-remaining'], '0');
+    t.equal(limited.headers['ratelimit-reset'], limited.headers['retry-after']);
+    t.match(limited.json<ErrorBody>().message, `retry in ${String(limited.headers['retry-after'])} seconds`);
+  }
+
+  const { origin } = await listen(t, api);
+  const response = await conformingFetch(new Request(`${origin}/v1/pets/1`, { headers: sent }));
+  t.equal(response.status, 401);
+  expected({ headers: Object.fromEntries(response.headers), body: await response.text() });
+  t.equal(response.headers.get('connection'), 'keep-alive', 'the connection is kept for the next request');
 });

@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { Counter, Histogram, Registry } from 'prom-client';
 import t from 'tap';
+import { CounterFamily, HistogramFamily } from '../src/metrics/series.js';
 import { listen, rawExchange, startApi, temporaryDirectory, type TestApi } from './helpers/api.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
@@ -187,4 +189,38 @@ t.test('storage failures are counted, and a pooled backend reports its pool', as
   t.equal(samples(text, 'petstore_storage_query_duration_seconds_count').get('{query="pets.get"}'), 2);
   const pool = samples(text, 'petstore_storage_pool_clients');
   t.same(Object.fromEntries(pool), { '{state="total"}': 10, '{state="idle"}': 7, '{state="waiting"}': 2 });
+});
+
+t.test("series counted in plain numbers read at a scrape exactly as prom-client's own metrics", async (t) => {
+  const ours = new Registry();
+  const theirs = new Registry();
+  const buckets = [0.001, 0.01, 0.1];
+  const counter = { name: 'c_total', help: 'c', labelNames: ['method', 'status'] };
+  const histogram = { name: 'h_seconds', help: 'h', labelNames: ['operation'], buckets };
+  const ourCounter = new CounterFamily({ ...counter, registers: [ours] });
+  const ourHistogram = new HistogramFamily({ ...histogram, registers: [ours] });
+  const theirCounter = new Counter({ ...counter, registers: [theirs] });
+  const theirHistogram = new Histogram({ ...histogram, registers: [theirs] });
+  const kept = ourCounter.series({ method: 'GET', status: '200' });
+  for (const [method, status] of [
+    ['GET', '200'],
+    ['GET', '200'],
+    ['POST', '201'],
+    ['GET', '404'],
+  ] as const) {
+    if (method === 'GET' && status === '200') kept.inc();
+    else ourCounter.inc({ method, status });
+    theirCounter.inc({ method, status });
+  }
+  for (const [operation, seconds] of [
+    ['getPet', 0.0004],
+    ['getPet', 0.05],
+    ['getPet', 3],
+    ['listPets', 0.01],
+  ] as const) {
+    ourHistogram.observe({ operation }, seconds);
+    theirHistogram.observe({ operation }, seconds);
+  }
+  ourCounter.series({ method: 'PUT', status: '500' });
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same text; a series never counted is not shown');
 });

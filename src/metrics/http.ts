@@ -7,6 +7,7 @@ import type {
   RouteOptions,
 } from 'fastify';
 import type { Metrics, RejectionCause } from './registry.js';
+import type { CounterSeries, HistogramSeries } from './series.js';
 
 /** The operation label of requests no route matched (404, 405, a URL that cannot be decoded). */
 export const UNMATCHED = 'unmatched';
@@ -39,33 +40,33 @@ function rejectionCause(status: number, request: FastifyRequest): RejectionCause
   }
 }
 
-interface MethodLabels {
-  timed: { method: string; operation: string };
-  /** The counter's labels for each status this method has answered with. */
-  counted: Map<number, { method: string; operation: string; status: string }>;
+interface MethodSeries {
+  timed: HistogramSeries;
+  /** The counter's series for each status this method has answered with. */
+  counted: Map<number, CounterSeries>;
 }
 
 /**
- * One onResponse hook for one route: its label values are fixed when the route is built, so a
- * response costs two map lookups, a counter and a histogram update.
+ * One onResponse hook for one route: its label values are fixed when the route is built and each
+ * series is resolved once, so a response costs two map lookups and three additions.
  */
 function observer(metrics: Metrics, operation: string, fixedMethod: string | undefined): onResponseHookHandler {
-  const byMethod = new Map<string, MethodLabels>();
+  const byMethod = new Map<string, MethodSeries>();
   return function observeResponse(request: FastifyRequest, reply: FastifyReply, done: () => void) {
     const method = fixedMethod ?? methodOf(request);
     const status = reply.statusCode;
-    let labels = byMethod.get(method);
-    if (labels === undefined) {
-      labels = { timed: { method, operation }, counted: new Map() };
-      byMethod.set(method, labels);
+    let series = byMethod.get(method);
+    if (series === undefined) {
+      series = { timed: metrics.requestDuration.series({ method, operation }), counted: new Map() };
+      byMethod.set(method, series);
     }
-    let counted = labels.counted.get(status);
+    let counted = series.counted.get(status);
     if (counted === undefined) {
-      counted = { method, operation, status: String(status) };
-      labels.counted.set(status, counted);
+      counted = metrics.requests.series({ method, operation, status: String(status) });
+      series.counted.set(status, counted);
     }
-    metrics.requests.inc(counted);
-    metrics.requestDuration.observe(labels.timed, reply.elapsedTime / 1000);
+    counted.inc();
+    series.timed.observe(reply.elapsedTime / 1000);
     if (status >= 400) {
       const cause = rejectionCause(status, request);
       if (cause !== undefined) metrics.rejected(cause);

@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { CounterFamily, type CounterSeries, HistogramFamily } from './series.js';
 import type { PoolStats } from '../storage/types.js';
 
 /**
@@ -20,17 +21,18 @@ const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly requests = new Counter({
+  // The metrics counted on every request or storage call are counted in plain numbers (series.ts).
+  readonly requests = new CounterFamily({
     name: 'petstore_http_requests_total',
     help: 'Requests answered, by method, operation (the contract operationId; fixed names otherwise) and status.',
-    labelNames: ['method', 'operation', 'status'] as const,
+    labelNames: ['method', 'operation', 'status'],
     registers: [this.registry],
   });
 
-  readonly requestDuration = new Histogram({
+  readonly requestDuration = new HistogramFamily({
     name: 'petstore_http_request_duration_seconds',
     help: 'Time from a request arriving to its answer being written, by method and operation.',
-    labelNames: ['method', 'operation'] as const,
+    labelNames: ['method', 'operation'],
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
@@ -38,10 +40,10 @@ export class Metrics {
   /** Updated by the HTTP hooks; read at scrape time. */
   inFlight = 0;
 
-  readonly rejections = new Counter({
+  readonly rejections = new CounterFamily({
     name: 'petstore_http_rejections_total',
     help: 'Requests refused before being served, by cause: authentication, authentication_limit, rate_limit, validation, overload.',
-    labelNames: ['cause'] as const,
+    labelNames: ['cause'],
     registers: [this.registry],
   });
 
@@ -51,20 +53,22 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly queryDuration = new Histogram({
+  readonly queryDuration = new HistogramFamily({
     name: 'petstore_storage_query_duration_seconds',
     help: 'Storage calls (repository.method), successful or not.',
-    labelNames: ['query'] as const,
+    labelNames: ['query'],
     buckets: QUERY_BUCKETS,
     registers: [this.registry],
   });
 
-  readonly queryErrors = new Counter({
+  readonly queryErrors = new CounterFamily({
     name: 'petstore_storage_errors_total',
     help: 'Storage calls that failed (threw), by repository.method.',
-    labelNames: ['query'] as const,
+    labelNames: ['query'],
     registers: [this.registry],
   });
+
+  readonly #rejectedBy = new Map<RejectionCause, CounterSeries>();
 
   constructor() {
     const inFlight = () => this.inFlight;
@@ -82,7 +86,12 @@ export class Metrics {
 
   /** Counts a refusal; fixed causes only. */
   rejected(cause: RejectionCause): void {
-    this.rejections.inc({ cause });
+    let series = this.#rejectedBy.get(cause);
+    if (series === undefined) {
+      series = this.rejections.series({ cause });
+      this.#rejectedBy.set(cause, series);
+    }
+    series.inc();
   }
 
   /**

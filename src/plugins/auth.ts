@@ -1,6 +1,7 @@
-import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import { hashKey, hasKeyShape } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
+import type { Refuse } from './errors.js';
 import type { AccountRepository, Principal } from '../storage/types.js';
 
 declare module 'fastify' {
@@ -35,23 +36,46 @@ function bearerToken(header: string | undefined): string | ApiError {
   return NOT_BEARER;
 }
 
+/** Counts a failed authentication; answers with another refusal when over a limit (a 429). */
+export type FailureLimit = (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>;
+
 /**
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
+ * A refusal is answered with `refuse`; without a failure limit, a request that sends no
+ * well-formed key is refused at once, with no promise on the way.
  */
 export function bearerAuth(
   accounts: AccountRepository,
-  /** Told of each failure; may answer with another error (a 429 for too many failures). */
-  onFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>,
-): onRequestAsyncHookHandler {
-  return async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const token = bearerToken(request.headers.authorization);
-    const principal =
-      typeof token === 'string' && hasKeyShape(token) ? await accounts.findPrincipal(hashKey(token)) : undefined;
-    if (principal === undefined) {
-      const failure = typeof token === 'string' ? INVALID_KEY : token;
-      throw (await onFailure(request, reply)) ?? failure;
+  refuse: Refuse,
+  limitFailures?: FailureLimit,
+): onRequestHookHandler {
+  const fail = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, failure: ApiError) => {
+    if (limitFailures === undefined) {
+      refuse(reply, failure);
+      done();
+      return;
     }
-    request.principal = principal;
+    limitFailures(request, reply).then((limited) => {
+      refuse(reply, limited ?? failure);
+      done();
+    }, done);
+  };
+  return function authenticate(request, reply, done) {
+    const token = bearerToken(request.headers.authorization);
+    if (typeof token !== 'string') {
+      fail(request, reply, done, token);
+    } else if (!hasKeyShape(token)) {
+      fail(request, reply, done, INVALID_KEY);
+    } else {
+      accounts.findPrincipal(hashKey(token)).then((principal) => {
+        if (principal === undefined) {
+          fail(request, reply, done, INVALID_KEY);
+          return;
+        }
+        request.principal = principal;
+        done();
+      }, done);
+    }
   };
 }

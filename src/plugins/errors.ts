@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type ServerResponse, STATUS_CODES } from 'node:http';
+import { type OutgoingHttpHeaders, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type {
   FastifyError,
@@ -104,7 +104,7 @@ function describeValidation(error: FastifyError): string {
  * Sets the status and headers of an Error answer and returns its body, for a caller that sends
  * it itself, outside the error handler (under-pressure's handler).
  */
-export function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
+function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
     closeLingeringAfterAnswer(reply.request.raw.socket);
@@ -120,6 +120,39 @@ function send(reply: FastifyReply, error: ApiError): FastifyReply {
 }
 
 /**
+ * Answers a refusal decided in an onRequest hook (401, 429, 503); the hook then returns (or calls
+ * `done`) without an error, and no hook after it runs, nor the handler.
+ */
+export type Refuse = (reply: FastifyReply, error: ApiError) => void;
+
+/**
+ * Writes the refusal at once, its body and fixed headers prepared once per error
+ * (ApiError.prepared), with the headers the hooks before set (request id, API and deprecation
+ * headers, RateLimit). Fastify's error handler, serializer and onSend hooks are skipped: a refusal
+ * must cost little, most of all while shedding. The onResponse hooks (metrics) and the log line
+ * still run, on the response's 'finish'.
+ */
+const writeRefusal: Refuse = (reply, error) => {
+  if (largeBodyToCome(reply.request)) {
+    reply.header('connection', 'close');
+    closeLingeringAfterAnswer(reply.request.raw.socket);
+  }
+  const { body, headers } = error.prepared;
+  // Whatever the hooks set is a valid header value: fastify would write the same object.
+  const all = Object.assign(reply.getHeaders(), headers) as OutgoingHttpHeaders;
+  reply.raw.writeHead(error.statusCode, all).end(body);
+};
+
+/**
+ * How refusals are answered: written at once, or, with `throughSend`, sent like any other answer
+ * (serializer, onSend hooks) for `npm run dev`, whose onSend hook checks every response against
+ * the contract.
+ */
+export function refusals(throughSend: boolean): Refuse {
+  return throughSend ? (reply, error) => void send(reply, error) : writeRefusal;
+}
+
+/**
  * Whether a request refused from its headers (401, 404, 405, 413, 415) may still have more than the
  * body limit, or a body of unknown length, on its way. Node would read and discard all of it to
  * keep the connection; such a connection is closed instead. A smaller body is read and dropped, which
@@ -129,7 +162,9 @@ function largeBodyToCome(request: FastifyRequest): boolean {
   const { headers, complete } = request.raw;
   if (complete) return false;
   if (headers['transfer-encoding'] !== undefined) return true;
-  return Number(headers['content-length']) > request.routeOptions.bodyLimit;
+  const length = headers['content-length'];
+  // routeOptions builds an object each time it is read: only for a request that announces a body.
+  return length !== undefined && Number(length) > request.routeOptions.bodyLimit;
 }
 
 /**
@@ -198,7 +233,8 @@ export function frameworkErrors(
       for (const hook of hooksFor(request)) await runHook(hook, request, reply);
     };
     runHooks().then(
-      () => send(reply, answer),
+      // A hook may have refused (a Refuse): that is the answer.
+      () => (reply.sent ? undefined : send(reply, answer)),
       (error: unknown) => send(reply, toApiError(error as Error)),
     );
   };

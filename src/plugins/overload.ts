@@ -1,9 +1,9 @@
 import underPressure from '@fastify/under-pressure';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics/registry.js';
-import { prepareErrorReply } from './errors.js';
+import type { Refuse } from './errors.js';
 
 export interface OverloadSettings {
   /** Shed when the event loop's mean delay over a sample exceeds this (ms); 0 turns shedding off. */
@@ -14,6 +14,11 @@ export interface OverloadSettings {
   sampleIntervalMs: number;
 }
 
+/**
+ * A lower threshold or a shorter sample sheds earlier, but sheds a freshly started process too
+ * (module loading and compiling hold its loop) on a busy machine: 50 ms sampled every 100 ms
+ * answered 503 to the first requests of `npm run dev` and contract:check there (docs/operating.md).
+ */
 export const DEFAULT_OVERLOAD: OverloadSettings = {
   maxEventLoopDelayMs: 100,
   retryAfterSeconds: 1,
@@ -23,24 +28,19 @@ export const DEFAULT_OVERLOAD: OverloadSettings = {
 export interface OverloadOptions {
   settings: OverloadSettings;
   metrics?: Metrics | undefined;
+  refuse: Refuse;
 }
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** under-pressure's per-route handler: the health routes answer under pressure too. */
-    pressureHandler?: (request: FastifyRequest, reply: FastifyReply) => unknown;
+    /** Answered while shedding (/healthz; /readyz, which reports it). */
+    answerWhileShedding?: boolean;
   }
 }
 
 /** For routes that must answer under pressure (/healthz; /readyz, which reports it). */
-export const answerUnderPressure = { pressureHandler: () => undefined };
+export const answerUnderPressure = { answerWhileShedding: true };
 
-/**
- * Answers 503 `service_unavailable` with Retry-After, at once and before anything else is done,
- * while the event loop is saturated, instead of queueing requests until every client times out.
- * @fastify/under-pressure samples the event loop delay and runs this as the first onRequest hook;
- * `app.isUnderPressure()` tells /readyz. The refusal is built once: shedding must cost little.
- */
 /** The 503 of a shed request, and of /readyz while shedding. */
 export function overloadedError(settings: OverloadSettings): ApiError {
   return new ApiError(503, 'service_unavailable', 'The server is overloaded; retry shortly', {
@@ -48,21 +48,47 @@ export function overloadedError(settings: OverloadSettings): ApiError {
   });
 }
 
-async function overloadPlugin(app: FastifyInstance, { settings, metrics }: OverloadOptions): Promise<void> {
+/**
+ * Answers 503 `service_unavailable` with Retry-After, at once and before anything else is done,
+ * while the event loop is saturated, instead of queueing requests until every client times out.
+ * @fastify/under-pressure samples the event loop delay and says whether it is past the threshold
+ * (`isUnderPressure`, which /readyz reads too); the hook here answers. under-pressure's own hook
+ * reads `request.routeOptions` (an object built on each read) on every request, shed or served: it
+ * is registered in a context of its own, which no route is in, so that hook never runs.
+ */
+async function overloadPlugin(app: FastifyInstance, { settings, metrics, refuse }: OverloadOptions): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
     // Off: not even the sampling (a histogram fed every 10 ms, and a timer) runs.
     app.decorate('isUnderPressure', () => false);
     return;
   }
+  let sampler: FastifyInstance | undefined;
+  await app.register(async (context) => {
+    await context.register(underPressure, {
+      maxEventLoopDelay: settings.maxEventLoopDelayMs,
+      sampleInterval: settings.sampleIntervalMs,
+    });
+    sampler = context;
+  });
+  const isUnderPressure = () => sampler?.isUnderPressure() === true;
+  app.decorate('isUnderPressure', isUnderPressure);
+
+  const answered = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    if (route.config?.answerWhileShedding === true) answered.add(route.url);
+  });
   const overloaded = overloadedError(settings);
-  await app.register(underPressure, {
-    maxEventLoopDelay: settings.maxEventLoopDelayMs,
-    sampleInterval: settings.sampleIntervalMs,
-    // Answered here, as under-pressure documents, not thrown: no error handler, no log line each.
-    pressureHandler: (_request: FastifyRequest, reply: FastifyReply) => {
-      metrics?.rejected('overload');
-      void reply.send(prepareErrorReply(reply, overloaded));
-    },
+  app.addHook('onRequest', function shed(request, reply, done) {
+    // While not shedding, this is all a request pays.
+    if (isUnderPressure()) {
+      const { url } = request;
+      const query = url.indexOf('?');
+      if (!answered.has(query === -1 ? url : url.slice(0, query))) {
+        metrics?.rejected('overload');
+        refuse(reply, overloaded);
+      }
+    }
+    done();
   });
 }
 

@@ -1,7 +1,9 @@
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.js';
+import type { FailureLimit } from './auth.js';
+import type { Refuse } from './errors.js';
 import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
 
 export interface RateLimitSettings {
@@ -25,34 +27,41 @@ export interface RateLimits {
   /** onRequest hook for after authentication: counts the request against its API key. */
   perKey: onRequestAsyncHookHandler | undefined;
   /** Counts a failed authentication against the client address: the 429 to answer once over. */
-  authFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>;
+  authFailure: FailureLimit | undefined;
 }
 
 /**
- * Counts the request and sets the RateLimit headers; returns the 429 to answer when over the limit.
- * The counting and the window come from @fastify/rate-limit; the answers are this API's Error body.
+ * A limit's check: counts the request and sets the RateLimit headers; returns the 429 to answer
+ * when over the limit. The counting and the window come from @fastify/rate-limit; the answers are
+ * this API's Error body, one per wait in seconds (a limit has at most its window's worth), each
+ * built once.
  */
-async function check(
-  count: Count,
-  limiter: Limiter,
-  request: FastifyRequest,
-  reply: FastifyReply,
-): Promise<ApiError | undefined> {
-  const result = await count(limiter, request);
-  if (result === undefined || result.isAllowed) return undefined;
-  const headers = {
-    'ratelimit-limit': String(result.max),
-    'ratelimit-remaining': String(result.remaining),
-    'ratelimit-reset': String(result.ttlInSeconds),
+function limitCheck(count: Count, limiter: Limiter): FailureLimit {
+  const refusals = new Map<number, ApiError>();
+  const refusal = (max: number, seconds: number) => {
+    let error = refusals.get(seconds);
+    if (error === undefined) {
+      error = new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${seconds} seconds`, {
+        'ratelimit-limit': String(max),
+        'ratelimit-remaining': '0',
+        'ratelimit-reset': String(seconds),
+        'retry-after': String(seconds),
+      });
+      refusals.set(seconds, error);
+    }
+    return error;
   };
-  if (!result.isExceeded) {
-    reply.headers(headers);
+  return async (request, reply) => {
+    const result = await count(limiter, request);
+    if (result === undefined || result.isAllowed) return undefined;
+    if (result.isExceeded) return refusal(result.max, result.ttlInSeconds);
+    reply.headers({
+      'ratelimit-limit': String(result.max),
+      'ratelimit-remaining': String(result.remaining),
+      'ratelimit-reset': String(result.ttlInSeconds),
+    });
     return undefined;
-  }
-  return new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${result.ttlInSeconds} seconds`, {
-    ...headers,
-    'retry-after': String(result.ttlInSeconds),
-  });
+  };
 }
 
 /** Counting in Redis: a request that cannot be counted is let through, and the outage logged once. */
@@ -78,6 +87,7 @@ async function sharedCount(app: FastifyInstance, redis: Redis): Promise<Count> {
 export async function rateLimits(
   app: FastifyInstance,
   settings: RateLimitSettings,
+  refuse: Refuse,
   redis?: Redis,
 ): Promise<RateLimits> {
   // Errors are not skipped by the plugin (skipOnError): it would then report a full budget in the
@@ -105,15 +115,14 @@ export async function rateLimits(
         })
       : undefined;
 
+  const perKeyCheck = perKey && limitCheck(count, perKey);
   return {
     perKey:
-      perKey === undefined
-        ? undefined
-        : async function limitPerKey(request, reply) {
-            const exceeded = await check(count, perKey, request, reply);
-            if (exceeded !== undefined) throw exceeded;
-          },
-    authFailure: async (request, reply) =>
-      perAddress === undefined ? undefined : check(count, perAddress, request, reply),
+      perKeyCheck &&
+      async function limitPerKey(request, reply) {
+        const exceeded = await perKeyCheck(request, reply);
+        if (exceeded !== undefined) refuse(reply, exceeded);
+      },
+    authFailure: perAddress && limitCheck(count, perAddress),
   };
 }
