@@ -103,13 +103,33 @@ function portFrom(name: string, value: string | undefined, fallback: number): nu
   return Number(value);
 }
 
+/**
+ * ioredis reads a REDIS_URL's query parameters as client options, ahead of the server's own. These
+ * options are what bound how long a request can wait on Redis (src/redis.ts), so none may be set there.
+ */
+const REDIS_OPTIONS_OF_OURS = [
+  'lazyConnect',
+  'enableOfflineQueue',
+  'commandTimeout',
+  'connectTimeout',
+  'maxRetriesPerRequest',
+  'retryStrategy',
+];
+
 /** A redis:// or rediss:// URL. The value is never echoed: it may hold a password. */
 function redisUrlFrom(value: string | undefined): string | undefined {
   if (value === undefined || value === '') return undefined;
-  const scheme = URL.canParse(value) ? new URL(value).protocol : undefined;
-  if (scheme !== 'redis:' && scheme !== 'rediss:') {
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  const scheme = url?.protocol;
+  if (url === undefined || (scheme !== 'redis:' && scheme !== 'rediss:')) {
     throw new Error(
       `REDIS_URL must be a redis:// or rediss:// URL, e.g. redis://localhost:6379; got ${scheme === undefined ? 'something that is not a URL' : `a ${scheme} URL`}`,
+    );
+  }
+  const ours = REDIS_OPTIONS_OF_OURS.filter((option) => url.searchParams.has(option));
+  if (ours.length > 0) {
+    throw new Error(
+      `REDIS_URL must not set ${ours.join(', ')}: the server sets these so that no request waits on Redis for long`,
     );
   }
   return value;

@@ -61,6 +61,17 @@ t.test('REDIS_URL is a redis:// or rediss:// URL, never echoed back', async (t) 
     const error = t.throws(() => loadConfig({ REDIS_URL: url }), /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
     t.notMatch((error as Error).message, 'secret', 'the value, which may hold a password, is not repeated');
   }
+  t.equal(
+    loadConfig({ REDIS_URL: 'redis://cache.internal:6379?family=6' }).redisUrl,
+    'redis://cache.internal:6379?family=6',
+    'other query parameters are ioredis options, passed on',
+  );
+  const error = t.throws(
+    () => loadConfig({ REDIS_URL: 'redis://:secret@cache.internal?commandTimeout=60000&enableOfflineQueue=true' }),
+    /REDIS_URL must not set enableOfflineQueue, commandTimeout: the server sets these/,
+    'the options that bound a wait on Redis are the server\'s',
+  );
+  t.notMatch((error as Error).message, 'secret');
 });
 
 t.test('metrics listen on METRICS_HOST:METRICS_PORT, loopback 9464 by default; off turns them off', async (t) => {
