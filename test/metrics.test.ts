@@ -223,4 +223,13 @@ t.test("series counted in plain numbers read at a scrape exactly as prom-client'
   }
   ourCounter.series({ method: 'PUT', status: '500' });
   t.equal(await ours.metrics(), await theirs.metrics(), 'the same text; a series never counted is not shown');
+
+  ours.resetMetrics();
+  theirs.resetMetrics();
+  t.equal(await ours.metrics(), await theirs.metrics(), 'reset: as if never counted');
+  kept.inc();
+  theirCounter.inc({ method: 'GET', status: '200' });
+  ourHistogram.observe({ operation: 'getPet' }, 0.05);
+  theirHistogram.observe({ operation: 'getPet' }, 0.05);
+  t.equal(await ours.metrics(), await theirs.metrics(), 'a series kept across the reset counts again');
 });

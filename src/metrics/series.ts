@@ -23,6 +23,10 @@ export class CounterSeries {
   inc(by = 1): void {
     this.value += by;
   }
+
+  reset(): void {
+    this.value = 0;
+  }
 }
 
 /** One histogram series: `observe` is a sum, a count and one bucket's increment. */
@@ -49,6 +53,12 @@ export class HistogramSeries {
         return;
       }
     }
+  }
+
+  reset(): void {
+    this.sum = 0;
+    this.count = 0;
+    this.counts.fill(0);
   }
 }
 
@@ -102,8 +112,12 @@ abstract class Family<S extends CounterSeries | HistogramSeries> {
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
   }
 
+  /**
+   * prom-client's `registry.resetMetrics()`: every series back to zero, so it reads as never counted.
+   * Zeroed, not forgotten: hooks keep the series they resolved and go on counting in them.
+   */
   reset(): void {
-    this.#byKey.clear();
+    for (const series of this.#byKey.values()) series.reset();
   }
 }
 
