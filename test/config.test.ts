@@ -69,7 +69,7 @@ t.test('REDIS_URL is a redis:// or rediss:// URL, never echoed back', async (t) 
   const error = t.throws(
     () => loadConfig({ REDIS_URL: 'redis://:secret@cache.internal?commandTimeout=60000&enableOfflineQueue=true' }),
     /REDIS_URL must not set enableOfflineQueue, commandTimeout: the server sets these/,
-    'the options that bound a wait on Redis are the server\'s',
+    "the options that bound a wait on Redis are the server's",
   );
   t.notMatch((error as Error).message, 'secret');
 });
