@@ -116,35 +116,25 @@ export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Reco
       : [check(`p99 <= ${maxP99}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.p99), x.p99 <= maxP99)]),
   ]);
   const small = rows[0]?.table;
-  for (const row of rows.filter((candidate) => candidate.table !== small)) {
-    if (maxGrowth === undefined) break;
-    const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
-    if (reference === undefined) continue;
+  const growthChecks = rows.flatMap((row) => {
+    const reference = rows.find((other) => other.table === small && other.scenario === row.scenario);
+    if (maxGrowth === undefined || row.table === small || reference === undefined) return [];
     const growth = row.project.p99Ms / reference.project.p99Ms;
     const theirs = ratio(row.baseline.p99Ms / reference.baseline.p99Ms);
     const value = `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${theirs})`;
-    checks.push(
-      check(
-        `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`,
-        `${row.scenario} (${names.project})`,
-        value,
-        growth <= maxGrowth,
-      ),
-    );
-  }
+    const target = `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`;
+    return [check(target, `${row.scenario} (${names.project})`, value, growth <= maxGrowth)];
+  });
   const sum = (pick: (m: SummaryRow['project']) => number) =>
     rows.reduce((n, row) => n + pick(row.project) + pick(row.baseline), 0);
   const [unexpected, errors] = [sum((m) => m.unexpected), sum((m) => m.errors)];
-  const target = 'every response has the expected status, no socket errors';
-  checks.push(
-    check(
-      target,
-      `${names.project} and ${names.baseline}`,
-      `${unexpected} unexpected, ${errors} errors`,
-      unexpected + errors === 0,
-    ),
+  const everyAnswer = check(
+    'every response has the expected status, no socket errors',
+    `${names.project} and ${names.baseline}`,
+    `${unexpected} unexpected, ${errors} errors`,
+    unexpected + errors === 0,
   );
-  return checks;
+  return [...checks, ...growthChecks, everyAnswer];
 }
 
 /** The project server's peak memory over any of its lives, and its median start. */
