@@ -116,35 +116,25 @@ export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Reco
       : [check(`p99 <= ${maxP99}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.p99), x.p99 <= maxP99)]),
   ]);
   const small = rows[0]?.table;
-  for (const row of rows.filter((candidate) => candidate.table !== small)) {
-    if (maxGrowth === undefined) break;
-    const reference = rows.find((candidate) => candidate.table === small && candidate.scenario === row.scenario);
-    if (reference === undefined) continue;
+  const growthChecks = rows.flatMap((row) => {
+    const reference = rows.find((other) => other.table === small && other.scenario === row.scenario);
+    if (maxGrowth === undefined || row.table === small || reference === undefined) return [];
     const growth = row.project.p99Ms / reference.project.p99Ms;
     const theirs = ratio(row.baseline.p99Ms / reference.baseline.p99Ms);
     const value = `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${theirs})`;
-    checks.push(
-      check(
-        `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`,
-        `${row.scenario} (${names.project})`,
-        value,
-        growth <= maxGrowth,
-      ),
-    );
-  }
+    const target = `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`;
+    return [check(target, `${row.scenario} (${names.project})`, value, growth <= maxGrowth)];
+  });
   const sum = (pick: (m: SummaryRow['project']) => number) =>
     rows.reduce((n, row) => n + pick(row.project) + pick(row.baseline), 0);
   const [unexpected, errors] = [sum((m) => m.unexpected), sum((m) => m.errors)];
-  const target = 'every response has the expected status, no socket errors';
-  checks.push(
-    check(
-      target,
-      `${names.project} and ${names.baseline}`,
-      `${unexpected} unexpected, ${errors} errors`,
-      unexpected + errors === 0,
-    ),
+  const everyAnswer = check(
+    'every response has the expected status, no socket errors',
+    `${names.project} and ${names.baseline}`,
+    `${unexpected} unexpected, ${errors} errors`,
+    unexpected + errors === 0,
   );
-  return checks;
+  return [...checks, ...growthChecks, everyAnswer];
 }
 
 /** The project server's peak memory over any of its lives, and its median start. */
@@ -189,24 +179,6 @@ export function textTable(header: string[], rows: string[][], left = 3): string 
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
 }
 
-/** Each scenario's medians on both servers, and the ratios (x = first server / second). */
-export function scenarioTable(rows: SummaryRow[], names: Record<Role, string>): string {
-  const count = (value: number) => Math.round(value).toLocaleString('en-US');
-  const header = ['table', 'scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'CPU us/req', 'unexpected'];
-  return textTable(
-    [...header, 'x req/s', 'rounds', 'x p99', 'x CPU'],
-    rows.flatMap(({ table, scenario, x, rpsRange, ...medians }) =>
-      ROLES.map((server) => {
-        const m = medians[server];
-        const own = [names[server], count(m.rps), ms(m.p50Ms), ms(m.p99Ms), count(m.cpuUs), count(m.unexpected)];
-        if (server === 'baseline') return ['', '', ...own, '', '', '', ''];
-        const range = rpsRange.map((value) => value.toFixed(2)).join('-');
-        return [table, scenario, ...own, ratio(x.rps), range, ratio(x.p99), ratio(x.cpu)];
-      }),
-    ),
-  );
-}
-
 export function verdicts(checks: TargetCheck[]): string[] {
   const failed = checks.filter((one) => !one.pass).length;
   return [
@@ -218,22 +190,40 @@ export function verdicts(checks: TargetCheck[]): string[] {
   ];
 }
 
-/** The results as BENCHMARKS.md shows them: one row per backend, table and scenario. */
-export function markdownResults(byBackend: Record<string, SummaryRow[]>): string[] {
+/**
+ * Every comparison's medians and ratios (x = first server / second), one row per comparison, table
+ * and scenario, as BENCHMARKS.md shows them; rounds = the lowest and highest x req/s of one round.
+ */
+export function markdownResults(byComparison: Record<string, SummaryRow[]>): string[] {
   const count = (value: number) => Math.round(value).toLocaleString('en-US');
   const x = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(2));
-  const rows = Object.entries(byBackend).flatMap(([backend, summary]) =>
-    summary.map(({ table, scenario, project, x: ratios }) => [
-      backend,
+  const rows = Object.entries(byComparison).flatMap(([name, summary]) =>
+    summary.map(({ table, scenario, project, x: ratios, rpsRange }) => [
+      name,
       table,
       scenario,
       count(project.rps),
       x(ratios.rps),
+      rpsRange.map(x).join('-'),
+      ms(project.p50Ms),
+      ms(project.p99Ms),
       x(ratios.p99),
       count(project.cpuUs),
       x(ratios.cpu),
     ]),
   );
-  const header = ['backend', 'table', 'scenario', 'project req/s', 'x req/s', 'x p99', 'CPU us/resp', 'x CPU'];
+  const header = [
+    'part',
+    'table',
+    'scenario',
+    'req/s',
+    'x req/s',
+    'rounds',
+    'p50 ms',
+    'p99 ms',
+    'x p99',
+    'CPU us/resp',
+    'x CPU',
+  ];
   return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`);
 }

@@ -32,7 +32,6 @@ const SETTLE_MS = 200;
 const METRICS_LIMITS: Limits = { minRpsRatio: 0.97 };
 const POSTGRES_LIMITS: Limits = { minRpsRatio: report.TARGETS.minRpsRatio, maxScaleP99Ratio: 1.2 };
 const ROLES: Role[] = ['project', 'baseline'];
-const ORDER = ['sqlite', 'metrics', 'overload', 'postgres', 'cpu'];
 const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 // Each role's database copy goes in a folder of its own: both servers of a round run at once.
 for (const role of ROLES) mkdirSync(join(dir, role));
@@ -41,15 +40,19 @@ const log = (message: string) => process.stderr.write(`[bench ${new Date().toISO
 const label = (pets: number) => (pets >= LARGE ? `${pets / LARGE}M` : `${pets / 1000}k`);
 
 /** Two servers compared scenario by scenario, and what was measured. */
-class Comparison {
-  readonly runs: ScenarioRun[] = [];
-  readonly lives: ServerLife[] = [];
-  constructor(
-    readonly title: string,
-    readonly specs: Record<Role, ServerSpec>,
-    readonly names = { project: specs.project.name, baseline: specs.baseline.name },
-  ) {}
+interface Comparison {
+  title: string;
+  specs: Record<Role, ServerSpec>;
+  runs: ScenarioRun[];
+  lives: ServerLife[];
 }
+
+const newComparison = (title: string, project: ServerSpec, baseline: ServerSpec): Comparison => ({
+  title,
+  specs: { project, baseline },
+  runs: [],
+  lives: [],
+});
 
 /**
  * Loads running servers in turn, a second at a time, until each has had `seconds`: a busy moment of
@@ -146,39 +149,34 @@ async function benchBackend(
   for (const table of tables) await table.seeded.drop();
 }
 
-/** What one project instance spends per response on each backend (its own process, not the database server's). */
-function cpuByBackend(sqlite: SummaryRow[], postgres: SummaryRow[]): string[] {
-  const us = (rows: SummaryRow[], { table, scenario }: SummaryRow) =>
-    rows.find((row) => row.table === table && row.scenario === scenario)?.project.cpuUs ?? NaN;
-  const rows = (postgres.length > 0 ? postgres : sqlite).map((row) => {
-    const [lite, pg] = [us(sqlite, row), us(postgres, row)];
-    const shown = [lite, pg].map((value) => (Number.isNaN(value) ? '-' : value.toFixed(0)));
-    return [row.table, row.scenario, ...shown, report.ratio(pg / lite)];
-  });
-  const header = ['table', 'scenario', 'SQLite us', 'PostgreSQL us', 'PostgreSQL / SQLite'];
-  return ['CPU per response of one project instance (its process only):', report.textTable(header, rows, 2)];
-}
-
 async function main(): Promise<void> {
   log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
   const parts = new Set(settings.parts);
-  // Each part's lines and target checks, printed in ORDER whatever order they were measured in.
-  const done: Record<string, { lines: string[]; checks: TargetCheck[] }> = {};
+  // Each part's lines and target checks, in the order measured.
+  const results: { key: string; lines: string[]; checks: TargetCheck[] }[] = [];
   const json: Record<string, unknown> = { settings, machine: report.machine(), startedAt: new Date().toISOString() };
   const summaries: Record<string, SummaryRow[]> = {};
-  const conclude = (key: string, comparison: Comparison, limits: Limits, more: TargetCheck[] = []) => {
-    const { title, names, runs, lives } = comparison;
+  const conclude = (
+    key: string,
+    { title, specs, runs, lives }: Comparison,
+    limits: Limits,
+    more: TargetCheck[] = [],
+  ) => {
+    const names = { project: specs.project.name, baseline: specs.baseline.name };
     const summary = report.summarise(runs);
     const checks = [...report.comparisonChecks(summary, limits, names), ...more];
-    done[key] = { lines: [title, report.scenarioTable(summary, names), report.livesLine(lives, names)], checks };
+    results.push({ key, lines: [title, report.livesLine(lives, names)], checks });
     json[key] = { runs, lives, summary };
     summaries[key] = summary;
   };
 
   const atSmall = async (prepared: PreparedTable) => {
     if (parts.has('metrics')) {
-      const specs = { project: PROJECT, baseline: NO_METRICS };
-      const metrics = new Comparison('Metrics cost (SQLite): project vs the same with METRICS_PORT=off', specs);
+      const metrics = newComparison(
+        'Metrics cost (SQLite): project vs the same with METRICS_PORT=off',
+        PROJECT,
+        NO_METRICS,
+      );
       const chosen = selectScenarios(['get-one', 'no-key-401']);
       for (let round = 1; round <= settings.rounds; round += 1) await benchRound(metrics, prepared, chosen, round);
       conclude('metrics', metrics, METRICS_LIMITS);
@@ -186,12 +184,12 @@ async function main(): Promise<void> {
     if (parts.has('overload')) {
       log('load held: get-one at half and twice capacity, with and without overload protection');
       const held = await overloadPart(prepared, join(dir, 'project'), settings);
-      done.overload = held;
+      results.push({ key: 'overload', ...held });
       json.overload = held.results;
     }
   };
   if (parts.has('sqlite')) {
-    const sqlite = new Comparison('SQLite: project vs baseline', { project: PROJECT, baseline: BASELINE });
+    const sqlite = newComparison('SQLite: project vs baseline', PROJECT, BASELINE);
     await benchBackend(sqliteBackend, sqlite, atSmall);
     conclude('sqlite', sqlite, report.TARGETS, report.serverChecks(sqlite.lives));
   } else if (parts.has('metrics') || parts.has('overload')) {
@@ -202,17 +200,13 @@ async function main(): Promise<void> {
   if (parts.has('postgres')) {
     const backend = await postgresBackend(settings.databaseUrl, log);
     try {
-      const specs = { project: PROJECT, baseline: BASELINE };
-      const postgres = new Comparison(`PostgreSQL (${backend.name}): project vs baseline`, specs);
+      const postgres = newComparison(`PostgreSQL (${backend.name}): project vs baseline`, PROJECT, BASELINE);
       await benchBackend(backend, postgres);
       conclude('postgres', postgres, POSTGRES_LIMITS);
     } finally {
       await backend.close();
     }
   }
-  if (summaries.sqlite !== undefined || summaries.postgres !== undefined)
-    done.cpu = { lines: cpuByBackend(summaries.sqlite ?? [], summaries.postgres ?? []), checks: [] };
-  const results = ORDER.flatMap((key) => (done[key] === undefined ? [] : [{ key, ...done[key] }]));
   const checks = results.flatMap(({ key, checks }) =>
     checks.map((one) => ({ ...one, target: `${key}: ${one.target}` })),
   );
@@ -221,15 +215,17 @@ async function main(): Promise<void> {
     `Machine: ${report.machine()}`,
     'Scenarios:',
     ...SCENARIOS.map((scenario) => `  ${scenario.name.padEnd(16)} ${scenario.summary} -> ${scenario.expect.status}`),
-    '',
-    'Medians over rounds; x = first server / second, the median of the ratios within each round; rounds = the',
-    'lowest and highest x req/s of one round; CPU us/req = server CPU time (all threads) per response.',
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
-    ...report.verdicts(checks),
+    'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
+    'round; rounds = the lowest and highest x req/s of one round; CPU = the server process, all threads):',
+    ...report.markdownResults({
+      SQLite: summaries.sqlite ?? [],
+      PostgreSQL: summaries.postgres ?? [],
+      metrics: summaries.metrics ?? [],
+    }),
     '',
-    "For BENCHMARKS.md's Results (x = project / baseline):",
-    ...report.markdownResults({ SQLite: summaries.sqlite ?? [], PostgreSQL: summaries.postgres ?? [] }),
+    ...report.verdicts(checks),
   ];
   const file = join(projectRoot, 'bench-results', 'latest.json');
   mkdirSync(join(file, '..'), { recursive: true });
