@@ -68,32 +68,39 @@ export function overloadedError(settings: OverloadSettings): ApiError {
 }
 
 /**
- * How long the event loop has been busy without reaching its timers phase: a timer due every
- * `intervalMs` records when it last ran, so `now - lastRun - intervalMs` is how late it is now.
- * A request read now has waited at least about that long: it was not read the last time the loop
- * came round. Unlike a sampled mean (@fastify/under-pressure's, every 500 ms; toobusy-js smooths
- * too) this says so for each request, within the very loop turn that runs long: at twice the
- * capacity over 1,000 connections one turn reads hundreds of requests, and the mean delay moved
- * too late and too little to shed before they had all waited. It costs a request one clock read;
- * an idle process wakes every `intervalMs` (as monitorEventLoopDelay would).
+ * Whether the event loop is saturated, asked for each request: a timer due every `intervalMs`
+ * records when it last ran, so `now - lastRun - intervalMs` is how long the loop has been busy
+ * past that due time without coming round. A request read now has waited at least about that
+ * long. Unlike a sampled mean (@fastify/under-pressure's, every 500 ms; toobusy-js smooths too)
+ * this answers within the very loop turn that runs long: at twice the capacity over 1,000
+ * connections one turn reads hundreds of requests, and the mean moved too late and too little to
+ * shed before they had all waited. The turn before must have run long too (the timer found itself
+ * late past the limit): one stall (a garbage collection, the CPU taken by another process, a fresh
+ * process compiling) sheds nothing, a saturated loop's turns are all long. It costs a request one
+ * clock read; an idle process wakes every `intervalMs` (as monitorEventLoopDelay would).
  */
 class LoopWatch {
   #lastRun = performance.now();
+  /** How late the timer was when it last ran (ms). */
+  #lastLateness = 0;
   readonly #timer: NodeJS.Timeout;
 
   constructor(
     readonly intervalMs: number,
+    readonly limitMs: number,
     onTick: (now: number) => void,
   ) {
     this.#timer = setInterval(() => {
-      this.#lastRun = performance.now();
-      onTick(this.#lastRun);
+      const now = performance.now();
+      this.#lastLateness = now - this.#lastRun - intervalMs;
+      this.#lastRun = now;
+      onTick(now);
     }, intervalMs).unref();
   }
 
-  /** How long past its due time the timer is, now (ms); about 0 while the loop keeps up. */
-  lateness(now: number): number {
-    return now - this.#lastRun - this.intervalMs;
+  /** Whether the loop is late past the limit now, as it was when the timer last ran. */
+  saturated(now: number): boolean {
+    return now - this.#lastRun - this.intervalMs > this.limitMs && this.#lastLateness > this.limitMs;
   }
 
   stop(): void {
@@ -144,7 +151,7 @@ async function overloadPlugin(
   };
 
   let episode: { started: number; shed: number; lastShed: number } | undefined;
-  const watch = new LoopWatch(settings.sampleIntervalMs, (now) => {
+  const watch = new LoopWatch(settings.sampleIntervalMs, settings.maxEventLoopDelayMs, (now) => {
     if (episode !== undefined && now - episode.lastShed > EPISODE_QUIET_MS) {
       const { shed, started } = episode;
       app.log.warn({ shed, durationMs: Math.round(now - started) }, 'overload over: requests shed with 503');
@@ -177,12 +184,11 @@ async function overloadPlugin(
   const { server } = app;
   const [serve] = server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
   if (serve === undefined) throw new Error('overload: the server has no request listener to guard');
-  const limit = settings.maxEventLoopDelayMs;
   server.removeListener('request', serve);
   server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
     // While the loop keeps up, this clock read and comparison are all a request pays.
     const now = performance.now();
-    if (watch.lateness(now) > limit && mayShed(request.url ?? '')) shed(request, response, now);
+    if (watch.saturated(now) && mayShed(request.url ?? '')) shed(request, response, now);
     else serve(request, response);
   });
 }
