@@ -209,8 +209,8 @@ export async function buildApp({
   const refuse = refusals(development);
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
-  // Shedding comes first: a refusal must cost as little as possible.
-  await app.register(overload, { settings: overloadSettings, metrics, refuse });
+  // Shedding comes before fastify sees the request: a shed must cost as little as possible.
+  await app.register(overload, { settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
   await app.register(framing);
   await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type OutgoingHttpHeaders, type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type {
   FastifyError,
@@ -159,12 +159,17 @@ export function refusals(throughSend: boolean): Refuse {
  * costs little and keeps the connection.
  */
 function largeBodyToCome(request: FastifyRequest): boolean {
-  const { headers, complete } = request.raw;
+  // routeOptions builds an object each time it is read: only for a request that announces a body.
+  return moreBodyThan(request.raw, () => request.routeOptions.bodyLimit);
+}
+
+/** largeBodyToCome for a request not yet routed (a shed one, overload.ts): `limit()` is its body limit. */
+export function moreBodyThan(request: IncomingMessage, limit: () => number): boolean {
+  const { headers, complete } = request;
   if (complete) return false;
   if (headers['transfer-encoding'] !== undefined) return true;
   const length = headers['content-length'];
-  // routeOptions builds an object each time it is read: only for a request that announces a body.
-  return length !== undefined && Number(length) > request.routeOptions.bodyLimit;
+  return length !== undefined && Number(length) > limit();
 }
 
 /**
@@ -187,7 +192,7 @@ function closeLingering(socket: Socket): void {
  * Node closes a `Connection: close` connection with `destroySoon` once the answer is written, at
  * once; this socket closes lingering instead, while Node reads and drops what the client still sends.
  */
-function closeLingeringAfterAnswer(socket: Socket): void {
+export function closeLingeringAfterAnswer(socket: Socket): void {
   socket.destroySoon = () => closeLingering(socket);
 }
 

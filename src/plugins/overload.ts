@@ -1,40 +1,61 @@
-import underPressure from '@fastify/under-pressure';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics/registry.js';
-import type { Refuse } from './errors.js';
+import type { CounterSeries } from '../metrics/series.js';
+import { closeLingeringAfterAnswer, moreBodyThan } from './errors.js';
 
 export interface OverloadSettings {
-  /** Shed when the event loop's mean delay over a sample exceeds this (ms); 0 turns shedding off. */
+  /**
+   * Shed a request that finds the event loop busy, without a pause, for longer than this (ms): it
+   * has waited at least that long already. 0 turns shedding off.
+   */
   maxEventLoopDelayMs: number;
   /** The Retry-After of a shed request's 503, in seconds. */
   retryAfterSeconds: number;
-  /** How often the event loop delay is sampled (ms): how soon shedding starts and stops. */
+  /** How often the loop watch's timer is due (ms): a busy stretch shorter than this goes unseen. */
   sampleIntervalMs: number;
 }
 
 /**
- * A lower threshold or a shorter sample sheds earlier, but sheds a freshly started process too
- * (module loading and compiling hold its loop) on a busy machine: 50 ms sampled every 100 ms
- * answered 503 to the first requests of `npm run dev` and contract:check there (docs/operating.md).
+ * A request read 10 ms into a saturated turn is shed: under the p99 of a half load on a quiet
+ * machine (9 ms), so what is served at twice the load has not waited much longer than at half.
+ * On a machine whose other tenants take the CPU, turns run long at half load too, and a few
+ * requests are shed there (BENCHMARKS.md, "Load held").
  */
 export const DEFAULT_OVERLOAD: OverloadSettings = {
-  maxEventLoopDelayMs: 100,
+  maxEventLoopDelayMs: 10,
   retryAfterSeconds: 1,
-  sampleIntervalMs: 500,
+  sampleIntervalMs: 10,
 };
+
+/** An overload episode ends after this long without a shed request: /readyz is 200 again and the end is logged. */
+const EPISODE_QUIET_MS = 1_000;
+
+/** The operation label of shed requests: they are answered before any route is matched. */
+export const SHED = 'shed';
+/** As metrics/http.ts labels unmatched requests: a client's choice of method adds few series. */
+const NAMED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 export interface OverloadOptions {
   settings: OverloadSettings;
   metrics?: Metrics | undefined;
-  refuse: Refuse;
+  /** The request id of a shed request's answer, as fastify's genReqId gives it to others. */
+  requestId: (request: IncomingMessage) => string;
+  /** Past this, a shed request's body is not read: its connection is closed after the 503. */
+  bodyLimit: number;
 }
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Answered while shedding (/healthz; /readyz, which reports it). */
     answerWhileShedding?: boolean;
+  }
+  interface FastifyInstance {
+    /** Whether an overload episode is on: a request was shed within the last second. */
+    isUnderPressure(): boolean;
   }
 }
 
@@ -49,46 +70,128 @@ export function overloadedError(settings: OverloadSettings): ApiError {
 }
 
 /**
- * Answers 503 `service_unavailable` with Retry-After, at once and before anything else is done,
- * while the event loop is saturated, instead of queueing requests until every client times out.
- * @fastify/under-pressure samples the event loop delay and says whether it is past the threshold
- * (`isUnderPressure`, which /readyz reads too); the hook here answers. under-pressure's own hook
- * reads `request.routeOptions` (an object built on each read) on every request, shed or served: it
- * is registered in a context of its own, which no route is in, so that hook never runs.
+ * Whether the event loop is saturated, asked for each request: a timer due every `intervalMs`
+ * records when it last ran, so `now - lastRun - intervalMs` is how long the loop has been busy
+ * past that due time without coming round. A request read now has waited at least about that
+ * long. Unlike a sampled mean (@fastify/under-pressure's, every 500 ms; toobusy-js smooths too)
+ * this answers within the very loop turn that runs long: at twice the capacity over 1,000
+ * connections one turn reads hundreds of requests, and the mean moved too late and too little to
+ * shed before they had all waited. The turn before must have run long too (the timer found itself
+ * late past the limit): one stall (a garbage collection, the CPU taken by another process, a fresh
+ * process compiling) sheds nothing, a saturated loop's turns are all long. It costs a request one
+ * clock read; an idle process wakes every `intervalMs` (as monitorEventLoopDelay would).
  */
-async function overloadPlugin(app: FastifyInstance, { settings, metrics, refuse }: OverloadOptions): Promise<void> {
+class LoopWatch {
+  #lastRun = performance.now();
+  /** How late the timer was when it last ran (ms). */
+  #lastLateness = 0;
+  readonly #timer: NodeJS.Timeout;
+
+  constructor(
+    readonly intervalMs: number,
+    readonly limitMs: number,
+    onTick: (now: number) => void,
+  ) {
+    this.#timer = setInterval(() => {
+      const now = performance.now();
+      this.#lastLateness = now - this.#lastRun - intervalMs;
+      this.#lastRun = now;
+      onTick(now);
+    }, intervalMs).unref();
+  }
+
+  /** Whether the loop is late past the limit now, as it was when the timer last ran. */
+  saturated(now: number): boolean {
+    return now - this.#lastRun - this.intervalMs > this.limitMs && this.#lastLateness > this.limitMs;
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+}
+
+/**
+ * Answers 503 `service_unavailable` with Retry-After to a request that finds the event loop busy
+ * past `maxEventLoopDelayMs`, instead of queueing it until every client times out. The decision
+ * comes before fastify does anything (the server's request listener is wrapped): at twice the
+ * capacity a shed must cost far less than a served request, or shedding cannot free the server.
+ * The answer's status line, headers and body are prepared once; it is counted with two additions,
+ * and logged once per overload episode (start, and end with the count), not once per request.
+ */
+async function overloadPlugin(
+  app: FastifyInstance,
+  { settings, metrics, requestId, bodyLimit }: OverloadOptions,
+): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
-    // Off: not even the sampling (a histogram fed every 10 ms, and a timer) runs.
     app.decorate('isUnderPressure', () => false);
     return;
   }
-  let sampler: FastifyInstance | undefined;
-  await app.register(async (context) => {
-    await context.register(underPressure, {
-      maxEventLoopDelay: settings.maxEventLoopDelayMs,
-      sampleInterval: settings.sampleIntervalMs,
-    });
-    sampler = context;
-  });
-  const isUnderPressure = () => sampler?.isUnderPressure() === true;
-  app.decorate('isUnderPressure', isUnderPressure);
-
   const answered = new Set<string>();
   app.addHook('onRoute', (route) => {
     if (route.config?.answerWhileShedding === true) answered.add(route.url);
   });
-  const overloaded = overloadedError(settings);
-  app.addHook('onRequest', function shed(request, reply, done) {
-    // While not shedding, this is all a request pays.
-    if (isUnderPressure()) {
-      const { url } = request;
-      const query = url.indexOf('?');
-      if (!answered.has(query === -1 ? url : url.slice(0, query))) {
-        metrics?.rejected('overload');
-        refuse(reply, overloaded);
-      }
+  const mayShed = (url: string) => {
+    const query = url.indexOf('?');
+    return !answered.has(query === -1 ? url : url.slice(0, query));
+  };
+
+  const { body, headers } = overloadedError(settings).prepared;
+  // Flat [name, value, ...] as writeHead takes it; the last value is each request's id, written
+  // in just before writeHead, which copies the headers at once.
+  const shedHeaders = [...Object.entries(headers).flat(), ...['x-content-type-options', 'nosniff', 'x-request-id', '']];
+  const closingHeaders = [...shedHeaders.slice(0, -2), 'connection', 'close', 'x-request-id', ''];
+  const shedByMethod = new Map<string, CounterSeries>();
+  const countShed = (method: string) => {
+    let series = shedByMethod.get(method);
+    if (series === undefined) {
+      series = metrics?.requests.series({ method, operation: SHED, status: '503' });
+      if (series === undefined) return;
+      shedByMethod.set(method, series);
     }
+    series.inc();
+    metrics?.rejected('overload');
+  };
+
+  let episode: { started: number; shed: number; lastShed: number } | undefined;
+  const watch = new LoopWatch(settings.sampleIntervalMs, settings.maxEventLoopDelayMs, (now) => {
+    if (episode !== undefined && now - episode.lastShed > EPISODE_QUIET_MS) {
+      const { shed, started } = episode;
+      app.log.warn({ shed, durationMs: Math.round(now - started) }, 'overload over: requests shed with 503');
+      episode = undefined;
+    }
+  });
+  app.addHook('onClose', (_instance, done) => {
+    watch.stop();
     done();
+  });
+  app.decorate('isUnderPressure', () => episode !== undefined);
+
+  const shed = (request: IncomingMessage, response: ServerResponse, now: number) => {
+    if (episode === undefined) {
+      episode = { started: now, shed: 0, lastShed: now };
+      app.log.warn({ maxEventLoopDelayMs: settings.maxEventLoopDelayMs }, 'overloaded: shedding requests with 503');
+    }
+    episode.shed += 1;
+    episode.lastShed = now;
+    countShed(NAMED_METHODS.has(request.method ?? '') ? (request.method as string) : 'other');
+    const closing = moreBodyThan(request, () => bodyLimit);
+    if (closing) closeLingeringAfterAnswer(request.socket);
+    const written = closing ? closingHeaders : shedHeaders;
+    written[written.length - 1] = requestId(request);
+    response.writeHead(503, written).end(body);
+  };
+
+  // Swapped rather than built with fastify's serverFactory, which would leave it to this plugin
+  // to make the HTTP or HTTPS server with fastify's timeouts and options.
+  const { server } = app;
+  const [serve] = server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
+  if (serve === undefined) throw new Error('overload: the server has no request listener to guard');
+  server.removeListener('request', serve);
+  server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
+    // While the loop keeps up, this clock read and comparison are all a request pays.
+    const now = performance.now();
+    if (watch.saturated(now) && mayShed(request.url ?? '')) shed(request, response, now);
+    else serve(request, response);
   });
 }
 
