@@ -100,10 +100,7 @@ function describeValidation(error: FastifyError): string {
   return `${where} ${ruleInWords(first.keyword, params) ?? first.message ?? 'is invalid'}`;
 }
 
-/**
- * Sets the status and headers of an Error answer and returns its body, for a caller that sends
- * it itself, outside the error handler (under-pressure's handler).
- */
+/** Sets the status and headers of an Error answer and returns its body. */
 function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
