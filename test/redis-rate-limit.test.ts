@@ -1,8 +1,11 @@
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import rateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyRequest } from 'fastify';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
-import type { RateLimitSettings } from '../src/plugins/rate-limit.js';
+import { REDIS_KEY_PREFIX, type RateLimitSettings } from '../src/plugins/rate-limit.js';
+import { connectRedis, redisClient } from '../src/redis.js';
 import {
   conformingFetch,
   startApi,
@@ -89,6 +92,34 @@ t.test('failed authentications are counted across instances', { skip: redisMissi
     'the fourth guess is cut off, whichever instance it reaches',
   );
 });
+
+t.test(
+  'counts together with instances of earlier versions, which counted through createRateLimit',
+  { skip: redisMissing() },
+  async (t) => {
+    const redis = await startRedis(t);
+    // An earlier version's failed-authentication limit, as it was set up.
+    const client = redisClient(redis.url);
+    t.teardown(() => client.disconnect());
+    await connectRedis(client);
+    const earlier = Fastify();
+    t.teardown(() => earlier.close());
+    await earlier.register(rateLimit, { global: false, redis: client, nameSpace: REDIS_KEY_PREFIX });
+    await earlier.ready();
+    const count = earlier.createRateLimit({ max: 3, timeWindow: 60_000, keyGenerator: () => 'ip:127.0.0.1' });
+    const counted = { routeOptions: {} } as FastifyRequest;
+    for (let i = 0; i < 2; i++) await count(counted);
+
+    const { a } = await twoInstances(t, redis.url, { perMinute: 0, authFailuresPerMinute: 3 });
+    const guess = { authorization: `Bearer psk_${'A'.repeat(43)}` };
+    t.equal((await a.request({ method: 'GET', url: '/v1/pets', headers: guess })).statusCode, 401, 'the third failure');
+    assertRateLimited(
+      t,
+      await a.request({ method: 'GET', url: '/v1/pets', headers: guess }),
+      "the fourth, counted after the earlier version's two, is over the limit",
+    );
+  },
+);
 
 t.test(
   'with Redis down the API keeps serving, warns once, and shares the limits again once it is back',

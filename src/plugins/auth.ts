@@ -36,14 +36,21 @@ function bearerToken(header: string | undefined): string | ApiError {
   return NOT_BEARER;
 }
 
-/** Counts a failed authentication; answers with another refusal when over a limit (a 429). */
-export type FailureLimit = (request: FastifyRequest, reply: FastifyReply) => Promise<ApiError | undefined>;
+/**
+ * Counts a request against a limit, then answers: with the refusal to send when over it (a 429),
+ * undefined otherwise. At once when counted in this process.
+ */
+export type FailureLimit = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  answer: (refusal: ApiError | undefined) => void,
+) => void;
 
 /**
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
- * A refusal is answered with `refuse`; without a failure limit, a request that sends no
- * well-formed key is refused at once, with no promise on the way.
+ * A refusal is answered with `refuse`; a request that sends no well-formed key is refused with
+ * no promise on the way (its failure counted at once in this process, or when Redis answers).
  */
 export function bearerAuth(
   accounts: AccountRepository,
@@ -56,10 +63,10 @@ export function bearerAuth(
       done();
       return;
     }
-    limitFailures(request, reply).then((limited) => {
+    limitFailures(request, reply, (limited) => {
       refuse(reply, limited ?? failure);
       done();
-    }, done);
+    });
   };
   return function authenticate(request, reply, done) {
     const token = bearerToken(request.headers.authorization);

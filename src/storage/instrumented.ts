@@ -16,24 +16,33 @@ function methodNames(target: object): string[] {
 /**
  * The same repository with every method timed into `petstore_storage_query_duration_seconds` and
  * every failure counted in `petstore_storage_errors_total`, labelled `<repository>.<method>`.
+ * Each method's series are resolved once, and the caller gets the method's own promise: the timing
+ * watches it rather than wrapping it in another (an async wrapper costs a promise and a tick a call).
  */
 function instrumentRepository<T extends object>(repository: T, name: string, metrics: Metrics): T {
   const timed: Record<string, unknown> = {};
   for (const method of methodNames(repository)) {
-    const call = (repository as Record<string, (...args: unknown[]) => unknown>)[method];
+    const call = (repository as Record<string, (...args: unknown[]) => Promise<unknown>>)[method];
     if (call === undefined) continue;
-    const labels = { query: `${name}.${method}` };
-    const failed = () => metrics.queryErrors.inc(labels);
-    timed[method] = async (...args: unknown[]) => {
+    const query = `${name}.${method}`;
+    const duration = metrics.queryDuration.series({ query });
+    const errors = metrics.queryErrors.series({ query });
+    timed[method] = (...args: unknown[]) => {
       const started = performance.now();
+      const done = () => duration.observe((performance.now() - started) / 1000);
+      const failed = () => {
+        errors.inc();
+        done();
+      };
+      let result: Promise<unknown>;
       try {
-        return await call.apply(repository, args);
+        result = call.apply(repository, args);
       } catch (error) {
         failed();
         throw error;
-      } finally {
-        metrics.queryDuration.observe(labels, (performance.now() - started) / 1000);
       }
+      result.then(done, failed);
+      return result;
     };
   }
   return timed as T;
