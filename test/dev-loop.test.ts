@@ -129,6 +129,8 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
       HOST: '127.0.0.1',
       DATABASE_URL: join(copy, 'data', 'pets.db'),
       LOG_LEVEL: 'warn',
+      // The default metrics port may be taken on the machine running the suite (another server).
+      METRICS_PORT: 'off',
       // This machine also runs the rest of the suite: no shedding for event-loop lag it causes.
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
     },
