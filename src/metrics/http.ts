@@ -18,9 +18,9 @@ export const UNPARSABLE = 'unparsable';
 // adds at most this many series.
 const NAMED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
-/** The method label of a request no route matched. */
-function methodOf(request: FastifyRequest): string {
-  return NAMED_METHODS.has(request.method) ? request.method : 'other';
+/** The method label of a request no route matched, or shed before routing. */
+export function methodLabel(method: string | undefined): string {
+  return method !== undefined && NAMED_METHODS.has(method) ? method : 'other';
 }
 
 function rejectionCause(status: number, request: FastifyRequest): RejectionCause | undefined {
@@ -53,7 +53,7 @@ interface MethodSeries {
 function observer(metrics: Metrics, operation: string, fixedMethod: string | undefined): onResponseHookHandler {
   const byMethod = new Map<string, MethodSeries>();
   return function observeResponse(request: FastifyRequest, reply: FastifyReply, done: () => void) {
-    const method = fixedMethod ?? methodOf(request);
+    const method = fixedMethod ?? methodLabel(request.method);
     const status = reply.statusCode;
     let series = byMethod.get(method);
     if (series === undefined) {

@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
+import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
 import { closeLingeringAfterAnswer, moreBodyThan } from './errors.js';
@@ -36,8 +37,6 @@ const EPISODE_QUIET_MS = 1_000;
 
 /** The operation label of shed requests: they are answered before any route is matched. */
 export const SHED = 'shed';
-/** As metrics/http.ts labels unmatched requests: a client's choice of method adds few series. */
-const NAMED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 export interface OverloadOptions {
   settings: OverloadSettings;
@@ -173,7 +172,7 @@ async function overloadPlugin(
     }
     episode.shed += 1;
     episode.lastShed = now;
-    countShed(NAMED_METHODS.has(request.method ?? '') ? (request.method as string) : 'other');
+    countShed(methodLabel(request.method));
     const closing = moreBodyThan(request, () => bodyLimit);
     if (closing) closeLingeringAfterAnswer(request.socket);
     const written = closing ? closingHeaders : shedHeaders;
