@@ -3,15 +3,14 @@
  * hand-written baseline (baseline.ts), same scenarios, same store, both servers running and loaded
  * in turn, on SQLite at 10,000 and 1,000,000 pets; what metrics cost (the project against itself
  * with METRICS_PORT=off); load held at twice capacity (overload.ts); then project and baseline on
- * one PostgreSQL (postgres.ts). BENCH_PARTS picks parts. Prints a report with PASS/FAIL per target,
- * writes it as JSON to bench-results/latest.json, and exits 0 once measured: a report, not a test.
+ * one PostgreSQL (postgres.ts). BENCH_PARTS picks parts. Prints a report with PASS/FAIL per target
+ * and exits 0 once measured: a report, not a test.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
-import { projectRoot } from '../../src/paths.js';
 import { applyLoad, combineLoads, type Measurement } from './load.js';
 import { overloadPart } from './overload.js';
 import { postgresBackend } from './postgres.js';
@@ -154,7 +153,6 @@ async function main(): Promise<void> {
   const parts = new Set(settings.parts);
   // Each part's lines and target checks, in the order measured.
   const results: { key: string; lines: string[]; checks: TargetCheck[] }[] = [];
-  const json: Record<string, unknown> = { settings, machine: report.machine(), startedAt: new Date().toISOString() };
   const summaries: Record<string, SummaryRow[]> = {};
   const conclude = (
     key: string,
@@ -166,7 +164,6 @@ async function main(): Promise<void> {
     const summary = report.summarise(runs);
     const checks = [...report.comparisonChecks(summary, limits, names), ...more];
     results.push({ key, lines: [title, report.livesLine(lives, names)], checks });
-    json[key] = { runs, lives, summary };
     summaries[key] = summary;
   };
 
@@ -185,7 +182,6 @@ async function main(): Promise<void> {
       log('load held: get-one at half and twice capacity, with and without overload protection');
       const held = await overloadPart(prepared, join(dir, 'project'), settings);
       results.push({ key: 'overload', ...held });
-      json.overload = held.results;
     }
   };
   if (parts.has('sqlite')) {
@@ -213,8 +209,6 @@ async function main(): Promise<void> {
 
   const lines = [
     `Machine: ${report.machine()}`,
-    'Scenarios:',
-    ...SCENARIOS.map((scenario) => `  ${scenario.name.padEnd(16)} ${scenario.summary} -> ${scenario.expect.status}`),
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
     'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
@@ -227,10 +221,7 @@ async function main(): Promise<void> {
     '',
     ...report.verdicts(checks),
   ];
-  const file = join(projectRoot, 'bench-results', 'latest.json');
-  mkdirSync(join(file, '..'), { recursive: true });
-  writeFileSync(file, `${JSON.stringify({ ...json, targets: checks }, null, 2)}\n`);
-  process.stdout.write(`\n${lines.join('\n')}\n\nWritten to ${file}\n`);
+  process.stdout.write(`\n${lines.join('\n')}\n`);
 }
 
 try {

@@ -25,7 +25,6 @@ interface Request {
 
 export interface Scenario {
   name: string;
-  summary: string;
   /** Also measured on the 1,000,000-pet table. */
   atScale: boolean;
   /** Changes the table: left out of the shared warm-up, and measured after the reads. */
@@ -47,28 +46,24 @@ const ok = (items?: number) => ({ status: 200, ...(items === undefined ? {} : { 
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'list-20',
-    summary: 'GET /v1/pets (default limit 20)',
     atScale: true,
     expect: ok(20),
     request: (table) => get('/v1/pets', table.key),
   },
   {
     name: 'list-100-status',
-    summary: 'GET /v1/pets?limit=100&status=available',
     atScale: true,
     expect: ok(100),
     request: (table) => get('/v1/pets?limit=100&status=available', table.key),
   },
   {
     name: 'list-deep-page',
-    summary: 'the sold pets after 80% of the table: /v1/pets?limit=100&status=sold&cursor=...',
     atScale: true,
     expect: ok(100),
     request: (table) => get(table.deepPath, table.key),
   },
   {
     name: 'get-one',
-    summary: 'GET /v1/pets/{id}, a random existing id per request',
     atScale: true,
     expect: ok(),
     request: (table) => get(`/v1/pets/${Math.ceil(table.pets / 2)}`, table.key),
@@ -76,7 +71,6 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: 'create',
-    summary: 'POST /v1/pets {"name":"Rex","categoryId":7,"status":"pending"}',
     atScale: false,
     writes: true,
     expect: { status: 201 },
@@ -89,14 +83,12 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: 'no-key-401',
-    summary: 'GET /v1/pets without a key',
     atScale: false,
     expect: { status: 401 },
     request: () => get('/v1/pets'),
   },
   {
     name: 'bad-limit-400',
-    summary: 'GET /v1/pets?limit=1000',
     atScale: false,
     expect: { status: 400 },
     request: (table) => get('/v1/pets?limit=1000', table.key),
