@@ -23,7 +23,7 @@ import { benchSettings } from './settings.js';
 import { type Backend, sqliteBackend } from './table.js';
 
 const settings = benchSettings();
-const scenarios = selectScenarios(settings.scenarios);
+const scenarios = selectScenarios(undefined);
 const [SMALL, LARGE] = [10_000, 1_000_000];
 /** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
 const SETTLE_MS = 200;
@@ -145,7 +145,6 @@ async function benchBackend(
       await benchRound(comparison, table, table.context.pets === SMALL ? scenarios : atScale, round);
   }
   if (tables[0] !== undefined) await atSmall?.(tables[0]);
-  for (const table of tables) await table.seeded.drop();
 }
 
 async function main(): Promise<void> {
@@ -189,14 +188,12 @@ async function main(): Promise<void> {
     await benchBackend(sqliteBackend, sqlite, atSmall);
     conclude('sqlite', sqlite, report.TARGETS, report.serverChecks(sqlite.lives));
   } else if (parts.has('metrics') || parts.has('overload')) {
-    const prepared = await prepareTable(sqliteBackend, dir, SMALL);
-    await atSmall(prepared);
-    await prepared.seeded.drop();
+    await atSmall(await prepareTable(sqliteBackend, dir, SMALL));
   }
   if (parts.has('postgres')) {
-    const backend = await postgresBackend(settings.databaseUrl, log);
+    const backend = await postgresBackend(undefined, log);
     try {
-      const postgres = newComparison(`PostgreSQL (${backend.name}): project vs baseline`, PROJECT, BASELINE);
+      const postgres = newComparison('PostgreSQL (embedded): project vs baseline', PROJECT, BASELINE);
       await benchBackend(backend, postgres);
       conclude('postgres', postgres, POSTGRES_LIMITS);
     } finally {

@@ -5,13 +5,10 @@ import { openSqlite } from '../../src/storage/sqlite/index.js';
 import type { NewPetRecord, PetStatus, Storage } from '../../src/storage/types.js';
 
 export interface SeededTable {
-  pets: number;
   /** A valid API key in it. */
   key: string;
   /** A fresh copy of the seeded database for one server run (in `dir`): its DATABASE_URL. */
   freshCopy(dir: string): Promise<string>;
-  /** Removes the seeded database (the copies go with the run's directory or server). */
-  drop(): Promise<void>;
 }
 
 /** Where the benchmark's tables live: a SQLite file per table, or a PostgreSQL server. */
@@ -56,7 +53,6 @@ export const sqliteBackend: Backend = {
     const key = await fill(openSqlite({ filename: file }), count);
     if (existsSync(`${file}-wal`)) throw new Error(`${file} was not checkpointed`);
     return {
-      pets: count,
       key,
       async freshCopy(runDir) {
         const copy = join(runDir, 'run.db');
@@ -70,7 +66,6 @@ export const sqliteBackend: Backend = {
         }
         return copy;
       },
-      drop: async () => rmSync(file, { force: true }),
     };
   },
   close: async () => undefined,
