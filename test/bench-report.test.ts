@@ -1,7 +1,7 @@
 import t from 'tap';
 import {
   comparisonChecks,
-  markdownResults,
+  resultsTable,
   type Role,
   type ScenarioRun,
   type ServerLife,
@@ -97,7 +97,11 @@ t.test('a limit left out is not checked: the metrics comparison has throughput o
 
 t.test('the results BENCHMARKS.md shows come from the same medians and ratios as the report', async (t) => {
   const rows = summarise([run('project', 1, 900, 12), run('baseline', 1, 1000, 10)]);
-  const [header, , row] = markdownResults({ PostgreSQL: rows, SQLite: [] });
+  const [header, alignment, row] = resultsTable([
+    { name: 'PostgreSQL', rows },
+    { name: 'SQLite', rows: [] },
+  ]).split('\n');
   t.match(header, /^\| part \| table \| scenario \| req\/s \| x req\/s \| rounds \| p50 ms \| p99 ms \| x p99 \|/);
-  t.equal(row, '| PostgreSQL | 10k | list-20 | 900 | 0.90 | 0.90-0.90 | 6.00 | 12.00 | 1.20 | 1,111 | 1.11 |');
+  t.equal(alignment, '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  t.equal(row, '| PostgreSQL | 10k | list-20 | 900 | 0.90x | 0.90x-0.90x | 6.00 | 12.00 | 1.20x | 1,111 | 1.11x |');
 });

@@ -31,10 +31,7 @@ export interface SummaryRow {
   scenario: string;
   project: Record<'rps' | 'p50Ms' | 'p99Ms' | 'cpuUs' | 'errors' | 'unexpected', number>;
   baseline: SummaryRow['project'];
-  /**
-   * Each the median of the ratios within a round (the servers were loaded in turn, a second at a
-   * time, so a slow moment of a shared machine moves both sides of one ratio).
-   */
+  /** Each the median of the ratios within a round: a slow moment of the machine moves both sides of one. */
   x: Record<'rps' | 'p99' | 'cpu', number>;
   /** The lowest and highest throughput ratio of a single round: how far one round can be trusted. */
   rpsRange: [number, number];
@@ -169,14 +166,10 @@ export function machine(): string {
   return `${cpus().length} x ${cpus()[0]?.model ?? 'unknown CPU'}, ${memoryGb} GiB, Linux ${release()}, Node ${process.version}`;
 }
 
-/** A text table: the first `left` columns left-aligned, the rest right-aligned. */
+/** A Markdown table, ready for BENCHMARKS.md: the first `left` columns left-aligned, the rest right-aligned. */
 export function textTable(header: string[], rows: string[][], left = 3): string {
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
-  );
-  const line = (cells: string[]) =>
-    cells.map((cell, i) => (i < left ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ');
-  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
+  const alignment = header.map((_, column) => (column < left ? '---' : '---:'));
+  return [header, alignment, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
 export function verdicts(checks: TargetCheck[]): string[] {
@@ -190,40 +183,24 @@ export function verdicts(checks: TargetCheck[]): string[] {
   ];
 }
 
-/**
- * Every comparison's medians and ratios (x = first server / second), one row per comparison, table
- * and scenario, as BENCHMARKS.md shows them; rounds = the lowest and highest x req/s of one round.
- */
-export function markdownResults(byComparison: Record<string, SummaryRow[]>): string[] {
-  const count = (value: number) => Math.round(value).toLocaleString('en-US');
-  const x = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(2));
-  const rows = Object.entries(byComparison).flatMap(([name, summary]) =>
-    summary.map(({ table, scenario, project, x: ratios, rpsRange }) => [
-      name,
-      table,
-      scenario,
-      count(project.rps),
-      x(ratios.rps),
-      rpsRange.map(x).join('-'),
-      ms(project.p50Ms),
-      ms(project.p99Ms),
-      x(ratios.p99),
-      count(project.cpuUs),
-      x(ratios.cpu),
-    ]),
-  );
-  const header = [
-    'part',
-    'table',
-    'scenario',
-    'req/s',
-    'x req/s',
-    'rounds',
-    'p50 ms',
-    'p99 ms',
-    'x p99',
-    'CPU us/resp',
-    'x CPU',
-  ];
-  return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`);
+const count = (value: number) => Math.round(value).toLocaleString('en-US');
+
+/** The results table's columns after the part: a heading, and its cell of a summary row. */
+const COLUMNS: [string, (row: SummaryRow) => string][] = [
+  ['table', (row) => row.table],
+  ['scenario', (row) => row.scenario],
+  ['req/s', (row) => count(row.project.rps)],
+  ['x req/s', (row) => ratio(row.x.rps)],
+  ['rounds', (row) => row.rpsRange.map(ratio).join('-')],
+  ['p50 ms', (row) => ms(row.project.p50Ms)],
+  ['p99 ms', (row) => ms(row.project.p99Ms)],
+  ['x p99', (row) => ratio(row.x.p99)],
+  ['CPU us/resp', (row) => count(row.project.cpuUs)],
+  ['x CPU', (row) => ratio(row.x.cpu)],
+];
+
+/** Each part's medians and ratios, a row per table and scenario: the results table of BENCHMARKS.md. */
+export function resultsTable(parts: { name: string; rows: SummaryRow[] }[]): string {
+  const rows = parts.flatMap(({ name, rows }) => rows.map((row) => [name, ...COLUMNS.map(([, cell]) => cell(row))]));
+  return textTable(['part', ...COLUMNS.map(([heading]) => heading)], rows);
 }
