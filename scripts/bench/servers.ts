@@ -1,7 +1,6 @@
 /**
- * The servers the bench runs, each a process of its own started as production starts it: logging at
- * info to /dev/null (the log lines are still built and written), rate limits off so the load is not
- * answered with 429s, metrics on a free port of its own; a spec's `env` overrides any of it.
+ * The servers the bench runs, each a process started as production starts it (logs at info to
+ * /dev/null, metrics on a port of its own) but with rate limits off; a spec's `env` overrides these.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,7 +27,6 @@ const ENTRY = { project: 'dist/src/server.js', baseline: 'dist/scripts/bench/bas
 const MS_PER_TICK = 10;
 
 export interface RunningServer {
-  spec: ServerSpec;
   pid: number;
   origin: string;
   /** From spawning the process to its first 200 on an authenticated request. */
@@ -112,7 +110,7 @@ export async function withServer<T>(
       await sleep(2);
     }
     const startupMs = performance.now() - spawnedAt;
-    return await use({ spec, pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid), cpuMs: () => cpuMsOf(pid) });
+    return await use({ pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid), cpuMs: () => cpuMsOf(pid) });
   } finally {
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
