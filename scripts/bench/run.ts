@@ -42,7 +42,7 @@ interface Part {
 }
 
 /** A table and the scenarios measured on it. */
-interface Round {
+interface TableScenarios {
   prepared: PreparedTable;
   chosen: readonly Scenario[];
 }
@@ -72,7 +72,7 @@ async function loadInTurns(servers: RunningServer[], requests: autocannon.Reques
  * alike (checked in round 1), are warmed up with the reads mixed, then each scenario is measured on
  * both in turn, reads first so they see the table as seeded. Which server goes first alternates.
  */
-async function benchRound(specs: Record<Role, ServerSpec>, { prepared, chosen }: Round, round: number) {
+async function benchRound(specs: Record<Role, ServerSpec>, { prepared, chosen }: TableScenarios, round: number) {
   const { seeded, context } = prepared;
   const table = label(context.pets);
   log(`${specs.project.name} vs ${specs.baseline.name}, ${table}, round ${round}/${settings.rounds}`);
@@ -110,7 +110,7 @@ async function benchRound(specs: Record<Role, ServerSpec>, { prepared, chosen }:
  * The project against `baseline` over all rounds. Tables take turns round by round, so the p99
  * growth from one to the next is read across minutes of the same machine, not the run's halves.
  */
-async function compare(name: string, baseline: ServerSpec, tables: Round[], limits: Limits) {
+async function compare(name: string, baseline: ServerSpec, tables: TableScenarios[], limits: Limits) {
   const specs = { project: PROJECT, baseline };
   const runs: ScenarioRun[] = [];
   const lives: ServerLife[] = [];
@@ -133,7 +133,7 @@ async function seed(backend: Backend, pets: number): Promise<PreparedTable> {
 }
 
 /** Every scenario on the 10k table, and the reads also on the 1M one unless BENCH_SCALE=0. */
-async function tables(backend: Backend, small: PreparedTable): Promise<Round[]> {
+async function tables(backend: Backend, small: PreparedTable): Promise<TableScenarios[]> {
   const atScale = SCENARIOS.filter((scenario) => scenario.atScale);
   const large = settings.scale ? [{ prepared: await seed(backend, LARGE), chosen: atScale }] : [];
   return [{ prepared: small, chosen: SCENARIOS }, ...large];
