@@ -20,7 +20,7 @@ function busy(ms: number): void {
 }
 
 /** A server whose reads of one pet hold its event loop for `holdMs`: a few requests saturate it. */
-async function slowServer(t: TapTest, maxEventLoopDelayMs: number, holdMs: number) {
+async function slowServer(t: TapTest, maxEventLoopDelayMs: number, holdMs: number, onHold?: () => void) {
   const api = await startApi(t, {
     metrics: true,
     overload: { maxEventLoopDelayMs, retryAfterSeconds: 3, sampleIntervalMs: 10 },
@@ -29,6 +29,7 @@ async function slowServer(t: TapTest, maxEventLoopDelayMs: number, holdMs: numbe
       pets: {
         ...storage.pets,
         get: (id) => {
+          onHold?.();
           busy(holdMs);
           return storage.pets.get(id);
         },
@@ -145,6 +146,39 @@ t.test(
     t.equal((await api.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again');
   },
 );
+
+t.test('during an episode, a request read in the turn after a long one has waited through it: shed', async (t) => {
+  let duringHold: (() => void) | undefined;
+  const { api, port, getPet } = await slowServer(t, LIMIT_MS, HOLD_MS, () => duringHold?.());
+  const opening = await together(api, port, [getPet, getPet, getPet], { afterAStall: true });
+  t.ok(
+    opening.some((answer) => answer.statusCode === 503),
+    'an episode begins',
+  );
+
+  const [first, second] = await Promise.all([connected(port), connected(port)]);
+  const answers = [first, second].map(
+    (socket) =>
+      new Promise<ConformingResponse>((resolve) => {
+        let received = '';
+        socket.on('data', (chunk) => (received += chunk.toString()));
+        socket.on('end', () => resolve(parseRawResponse(received)));
+      }),
+  );
+  const request = `GET ${getPet} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${api.key}\r\nConnection: close\r\n\r\n`;
+  // The second request is sent while the first holds the loop: the server reads it in the next
+  // turn, as soon as it comes round. It waited the whole first turn; the loop's own timer, due
+  // again at the start of that next turn, would find nothing late yet.
+  duringHold = () => {
+    duringHold = undefined;
+    setImmediate(() => second.write(request));
+  };
+  first.write(request);
+  const [served, shed] = await Promise.all(answers);
+  t.equal(served?.statusCode, 200);
+  t.equal(shed?.statusCode, 503);
+  assertConforms('GET', getPet, shed as ConformingResponse);
+});
 
 t.test('OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0: never shed', async (t) => {
   const { api, port, getPet } = await slowServer(t, 0, HOLD_MS);

@@ -1,4 +1,6 @@
 import autocannon from 'autocannon';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 
 export interface LoadOptions {
   origin: string;
@@ -6,8 +8,6 @@ export interface LoadOptions {
   requests: autocannon.Request[];
   seconds: number;
   connections: number;
-  /** Requests a second over all connections (an open loop); unset: as fast as the server answers. */
-  rate?: number;
   /** Collects the latencies (ms) here too, to summarise several loads as one. */
   latencies?: number[];
   /** Only the latencies of 2xx responses (the requests served, not shed). */
@@ -56,19 +56,10 @@ export function combineLoads(parts: readonly Measurement[], latencies: readonly 
  * histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few ms), leaving out each
  * connection's first: all connections open at once, and that burst would set p99.
  */
-export function applyLoad({
-  origin,
-  requests,
-  seconds,
-  connections,
-  rate,
-  latencies = [],
-  servedOnly = false,
-}: LoadOptions) {
+export function applyLoad({ origin, requests, seconds, connections, latencies = [], servedOnly = false }: LoadOptions) {
   const start = latencies.length;
   return new Promise<Measurement>((resolve, reject) => {
-    const options = { url: origin, requests, duration: seconds, connections };
-    const instance = autocannon(rate === undefined ? options : { ...options, overallRate: rate }, (error, result) => {
+    const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error, result) => {
       if (error !== null && error !== undefined) {
         reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
         return;
@@ -93,4 +84,95 @@ export function applyLoad({
       else if (!servedOnly || (status >= 200 && status < 300)) latencies.push(milliseconds);
     });
   });
+}
+
+export interface OpenLoopOptions {
+  origin: string;
+  /** Each request's bytes: HTTP/1.1, kept alive. */
+  request: () => string;
+  /** Requests a second, each sent when due whether or not earlier ones were answered. */
+  rate: number;
+  seconds: number;
+  /** Opened before the first request is due; a request due while all are busy waits for one. */
+  connections: number;
+}
+
+/** How long after the last request is due the answers are awaited; what is still out then failed. */
+const OPEN_LOOP_GRACE_MS = 5_000;
+
+/**
+ * An open loop: the i-th request is due at i / rate seconds and its latency counts from then, so a
+ * wait for a free connection counts too. autocannon's `overallRate` is not one: each connection sends
+ * its share of a second as fast as it is answered, then waits for the next second, so every second
+ * begins with all connections sending at once and a quick 503 only brings the next request sooner.
+ * Latencies are kept for 2xx answers only (the requests served); errors are requests never answered.
+ */
+export async function openLoop({ origin, request, rate, seconds, connections }: OpenLoopOptions): Promise<Measurement> {
+  const { hostname, port } = new URL(origin);
+  const opened = Array.from({ length: connections }, () => connect(Number(port), hostname).setNoDelay(true));
+  await Promise.all(opened.map((socket) => once(socket, 'connect')));
+  const statuses: Record<string, number> = {};
+  const latencies: number[] = [];
+  /** Due times of requests waiting for a connection. */
+  const waiting: number[] = [];
+  const idle = [...opened];
+  const dueOf = new Map<Socket, { due: number; received: string }>();
+  const send = (socket: Socket, due: number) => {
+    dueOf.set(socket, { due, received: '' });
+    socket.write(request());
+  };
+  let answered = 0;
+  for (const socket of opened) {
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      const out = dueOf.get(socket);
+      if (out === undefined) return;
+      out.received += chunk;
+      const headEnd = out.received.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(out.received.slice(0, Math.max(0, headEnd)))?.[1];
+      if (headEnd === -1 || out.received.length < headEnd + 4 + Number(length ?? 0)) return;
+      const status = out.received.slice(9, 12);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      if (status.startsWith('2')) latencies.push(performance.now() - out.due);
+      answered += 1;
+      dueOf.delete(socket);
+      const next = waiting.shift();
+      if (next === undefined) idle.push(socket);
+      else send(socket, next);
+    });
+    socket.on('error', () => undefined);
+    // The server closes a connection left idle past its keep-alive timeout: it is not used again.
+    socket.on('close', () => {
+      if (!dueOf.delete(socket)) idle.splice(idle.indexOf(socket), 1);
+    });
+  }
+
+  const start = performance.now();
+  const total = Math.round(rate * seconds);
+  const dueAt = (index: number) => start + (index * 1000) / rate;
+  let sent = 0;
+  await new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      const now = performance.now();
+      for (; sent < total && dueAt(sent) <= now; sent += 1) {
+        const socket = idle.pop();
+        if (socket === undefined) waiting.push(dueAt(sent));
+        else send(socket, dueAt(sent));
+      }
+      if (sent === total && (dueOf.size === 0 || now - dueAt(total) > OPEN_LOOP_GRACE_MS)) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, 1);
+  });
+  for (const socket of opened) socket.destroy();
+  const elapsed = (performance.now() - start) / 1000;
+  return {
+    rps: answered / elapsed,
+    ...percentiles(latencies),
+    errors: total - answered,
+    statuses,
+    responses: answered,
+    seconds: elapsed,
+  };
 }

@@ -109,6 +109,37 @@ class LoopWatch {
   }
 }
 
+/** Turns of the event loop closer together than this follow one another without a pause. */
+const BACK_TO_BACK_MS = 1;
+
+/**
+ * During an overload episode: how long a request read now may have waited. A turn of the event
+ * loop reads what arrived during the turn before; when turns follow one another without a pause,
+ * that is since the turn before began, otherwise since this one began. A turn is from the first
+ * request it reads to the setImmediate that request queued (the check phase after the reads).
+ * After a long turn, the next one sheds what it reads: it is short, and the one after serves again.
+ */
+class TurnWatch {
+  #started = 0;
+  #previousStarted = 0;
+  #previousEnded = -Infinity;
+  #open = false;
+  readonly #close = () => {
+    this.#open = false;
+    this.#previousEnded = performance.now();
+  };
+
+  waited(now: number): number {
+    if (!this.#open) {
+      this.#open = true;
+      this.#previousStarted = now - this.#previousEnded < BACK_TO_BACK_MS ? this.#started : now;
+      this.#started = now;
+      setImmediate(this.#close);
+    }
+    return now - this.#previousStarted;
+  }
+}
+
 /**
  * Answers 503 `service_unavailable` with Retry-After to a request that finds the event loop busy
  * past `maxEventLoopDelayMs`, instead of queueing it until every client times out. The decision
@@ -159,6 +190,7 @@ async function overloadPlugin(
       episode = undefined;
     }
   });
+  const turns = new TurnWatch();
   app.addHook('onClose', (_instance, done) => {
     watch.stop();
     done();
@@ -189,7 +221,9 @@ async function overloadPlugin(
   server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
     // While the loop keeps up, this clock read and comparison are all a request pays.
     const now = performance.now();
-    if (watch.saturated(now) && mayShed(request.url ?? '')) shed(request, response, now);
+    const late =
+      watch.saturated(now) || (episode !== undefined && turns.waited(now) > settings.maxEventLoopDelayMs);
+    if (late && mayShed(request.url ?? '')) shed(request, response, now);
     else serve(request, response);
   });
 }
