@@ -1,5 +1,4 @@
 import autocannon from 'autocannon';
-import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 
 export interface LoadOptions {
@@ -93,7 +92,10 @@ export interface OpenLoopOptions {
   /** Requests a second, each sent when due whether or not earlier ones were answered. */
   rate: number;
   seconds: number;
-  /** Opened before the first request is due; a request due while all are busy waits for one. */
+  /**
+   * At most this many, each opened when a request is due and none is free (a connection opened and
+   * left without a request, Node closes after its headers timeout); past that, requests wait.
+   */
   connections: number;
 }
 
@@ -102,50 +104,53 @@ const OPEN_LOOP_GRACE_MS = 5_000;
 
 /**
  * An open loop: the i-th request is due at i / rate seconds and its latency counts from then, so a
- * wait for a free connection counts too. autocannon's `overallRate` is not one: each connection sends
+ * wait for a connection counts too. autocannon's `overallRate` is not one: each connection sends
  * its share of a second as fast as it is answered, then waits for the next second, so every second
  * begins with all connections sending at once and a quick 503 only brings the next request sooner.
  * Latencies are kept for 2xx answers only (the requests served); errors are requests never answered.
  */
 export async function openLoop({ origin, request, rate, seconds, connections }: OpenLoopOptions): Promise<Measurement> {
   const { hostname, port } = new URL(origin);
-  const opened = Array.from({ length: connections }, () => connect(Number(port), hostname).setNoDelay(true));
-  await Promise.all(opened.map((socket) => once(socket, 'connect')));
   const statuses: Record<string, number> = {};
   const latencies: number[] = [];
   /** Due times of requests waiting for a connection. */
   const waiting: number[] = [];
-  const idle = [...opened];
+  const opened: Socket[] = [];
+  const idle: Socket[] = [];
   const dueOf = new Map<Socket, { due: number; received: string }>();
+  let answered = 0;
   const send = (socket: Socket, due: number) => {
     dueOf.set(socket, { due, received: '' });
     socket.write(request());
   };
-  let answered = 0;
-  for (const socket of opened) {
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => {
-      const out = dueOf.get(socket);
-      if (out === undefined) return;
-      out.received += chunk;
-      const headEnd = out.received.indexOf('\r\n\r\n');
-      const length = /\r\ncontent-length: *(\d+)/i.exec(out.received.slice(0, Math.max(0, headEnd)))?.[1];
-      if (headEnd === -1 || out.received.length < headEnd + 4 + Number(length ?? 0)) return;
-      const status = out.received.slice(9, 12);
-      statuses[status] = (statuses[status] ?? 0) + 1;
-      if (status.startsWith('2')) latencies.push(performance.now() - out.due);
-      answered += 1;
-      dueOf.delete(socket);
-      const next = waiting.shift();
-      if (next === undefined) idle.push(socket);
-      else send(socket, next);
-    });
+  const answer = (socket: Socket, chunk: string) => {
+    const out = dueOf.get(socket);
+    if (out === undefined) return;
+    out.received += chunk;
+    const headEnd = out.received.indexOf('\r\n\r\n');
+    const length = /\r\ncontent-length: *(\d+)/i.exec(out.received.slice(0, Math.max(0, headEnd)))?.[1];
+    if (headEnd === -1 || out.received.length < headEnd + 4 + Number(length ?? 0)) return;
+    const status = out.received.slice(9, 12);
+    statuses[status] = (statuses[status] ?? 0) + 1;
+    if (status.startsWith('2')) latencies.push(performance.now() - out.due);
+    answered += 1;
+    dueOf.delete(socket);
+    const next = waiting.shift();
+    if (next === undefined) idle.push(socket);
+    else send(socket, next);
+  };
+  const free = () => {
+    if (idle.length > 0 || opened.length === connections) return idle.pop();
+    // Written before it connects, a request waits in the socket until it does.
+    const socket = connect(Number(port), hostname).setNoDelay(true).setEncoding('latin1');
+    socket.on('data', (chunk: string) => answer(socket, chunk));
     socket.on('error', () => undefined);
-    // The server closes a connection left idle past its keep-alive timeout: it is not used again.
     socket.on('close', () => {
       if (!dueOf.delete(socket)) idle.splice(idle.indexOf(socket), 1);
     });
-  }
+    opened.push(socket);
+    return socket;
+  };
 
   const start = performance.now();
   const total = Math.round(rate * seconds);
@@ -155,7 +160,7 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
     const timer = setInterval(() => {
       const now = performance.now();
       for (; sent < total && dueAt(sent) <= now; sent += 1) {
-        const socket = idle.pop();
+        const socket = free();
         if (socket === undefined) waiting.push(dueAt(sent));
         else send(socket, dueAt(sent));
       }

@@ -110,7 +110,7 @@ export async function overloadPart(
   const header = ['server', 'load', 'offered req/s', 'answered req/s', 'served p99 ms', 'shed 503', 'failed'];
   return {
     lines: [
-      `Load held: get-one on the 10k table, open loop at half and 2x the closed-loop capacity (${OPEN_LOOP_CONNECTIONS}`,
+      `Load held: get-one on the 10k table, open loop at half and 2x the closed-loop capacity (up to ${OPEN_LOOP_CONNECTIONS}`,
       'connections at 2x); protected = the defaults, unprotected = OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0.',
       textTable(header, rows, 2),
     ],
