@@ -10,8 +10,8 @@ import { closeLingeringAfterAnswer, moreBodyThan } from './errors.js';
 
 export interface OverloadSettings {
   /**
-   * Shed a request that finds the event loop busy, without a pause, for longer than this (ms): it
-   * has waited at least that long already. 0 turns shedding off.
+   * Shed a request that has waited longer than this (ms) for the event loop: it finds the loop busy
+   * past it (LoopWatch), or, during an episode, follows a turn as long (TurnWatch). 0: never shed.
    */
   maxEventLoopDelayMs: number;
   /** The Retry-After of a shed request's 503, in seconds. */
@@ -141,7 +141,7 @@ class TurnWatch {
 }
 
 /**
- * Answers 503 `service_unavailable` with Retry-After to a request that finds the event loop busy
+ * Answers 503 `service_unavailable` with Retry-After to a request that has waited for the event loop
  * past `maxEventLoopDelayMs`, instead of queueing it until every client times out. The decision
  * comes before fastify does anything (the server's request listener is wrapped): at twice the
  * capacity a shed must cost far less than a served request, or shedding cannot free the server.
