@@ -42,3 +42,34 @@ t.test('failed authentication is limited per client address', async (t) => {
   t.equal(valid.statusCode, 200, 'a valid key is not counted as a failure');
   t.equal(valid.headers['ratelimit-limit'], undefined, 'RATE_LIMIT_PER_MINUTE=0 turns the per-key limit off');
 });
+
+t.test('a key over its limit stays refused until its window ends, even if revoked meanwhile; then 401', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 2, authFailuresPerMinute: 0 } });
+  const list = () => api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.equal((await list()).statusCode, 200);
+  t.equal((await list()).statusCode, 200);
+  const first = await list();
+  t.equal(first.statusCode, 429);
+  const { hashKey } = await import('../src/auth/api-keys.js');
+  const principal = await api.storage.accounts.findPrincipal(hashKey(api.key));
+  t.ok(principal !== undefined && (await api.storage.accounts.revokeKey(principal.keyId)));
+  // Refused from memory now, without a look-up: the same answer, its wait counting down.
+  const again = await list();
+  t.equal(again.statusCode, 429, 'revoked within its window: still 429');
+  t.equal(again.json<ErrorBody>().code, 'rate_limited');
+  t.equal(again.headers['ratelimit-limit'], '2');
+  t.equal(again.headers['ratelimit-remaining'], '0');
+  const [waitedBefore, waitedNow] = [Number(first.headers['retry-after']), Number(again.headers['retry-after'])];
+  t.ok(waitedNow > 0 && waitedNow <= waitedBefore, `Retry-After counts down (${waitedBefore}, then ${waitedNow})`);
+  t.equal(again.headers['ratelimit-reset'], again.headers['retry-after']);
+
+  // The window's end, as the limit's clock (Date.now) sees it.
+  const realNow = Date.now;
+  Date.now = () => realNow() + 61_000;
+  t.teardown(() => {
+    Date.now = realNow;
+  });
+  const after = await list();
+  t.equal(after.statusCode, 401, 'once the window is over, the revoked key is refused as revoked');
+  t.equal(after.json<ErrorBody>().code, 'unauthorized');
+});
