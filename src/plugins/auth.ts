@@ -88,7 +88,7 @@ export function bearerAuth(
       return;
     }
     const hash = hashKey(token);
-    const blocked = perKey?.blocked(hash);
+    const blocked = perKey?.blocked(request, hash);
     if (blocked !== undefined) {
       // Whose key it is, for the metrics' cause and the log, as if it had been looked up.
       request.principal = blocked.principal;

@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.js';
 import type { FailureLimit } from './auth.js';
 import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
+import { LimitLog } from '../logging.js';
 import type { Principal } from '../storage/types.js';
 
 export interface RateLimitSettings {
@@ -34,7 +35,7 @@ export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
  */
 export interface KeyLimit {
   /** The key of this hash went over its limit and its window has not ended: the 429, and whose key it is. */
-  blocked(hash: Buffer): Blocked | undefined;
+  blocked(request: FastifyRequest, hash: Buffer): Blocked | undefined;
   /** Counts an authenticated request against its key: the 429 to answer once over, undefined otherwise. */
   count(
     request: FastifyRequest,
@@ -47,6 +48,8 @@ export interface KeyLimit {
 export interface Blocked {
   principal: Principal;
   refusal: ApiError;
+  /** When the key's window ends (ms since the epoch). */
+  resetAt: number;
 }
 
 export interface RateLimits {
@@ -142,7 +145,7 @@ class BlockedKeys {
       this.#byHash.delete(key);
       return undefined;
     }
-    return { principal: entry.principal, refusal: this.refusal(Math.ceil(left / 1000)) };
+    return { ...entry, refusal: this.refusal(Math.ceil(left / 1000)) };
   }
 }
 
@@ -190,26 +193,46 @@ export async function rateLimits(
           routeInfo: {},
         });
   const count = redis === undefined ? countInProcess : await sharedCount(app, redis);
+  const { perMinute, authFailuresPerMinute } = settings;
   return {
-    perKey: settings.perMinute > 0 ? keyLimit(count, newStore(), settings.perMinute) : undefined,
+    perKey: perMinute > 0 ? keyLimit(count, newStore(), perMinute, new LimitLog(app.log, 'per key')) : undefined,
     authFailure:
-      settings.authFailuresPerMinute > 0
-        ? limitCheck(count, newStore(), settings.authFailuresPerMinute, (request) => `ip:${request.ip}`)
+      authFailuresPerMinute > 0
+        ? failureLimit(count, newStore(), authFailuresPerMinute, new LimitLog(app.log, 'failed authentications'))
         : undefined,
   };
 }
 
-function keyLimit(count: Count, store: CountingStore, max: number): KeyLimit {
+function keyLimit(count: Count, store: CountingStore, max: number, log: LimitLog): KeyLimit {
   const refusal = refusals(max);
   const check = limitCheck(count, store, max, (request) => `key:${request.principal?.keyId}`, refusal);
   const blocked = new BlockedKeys(refusal);
+  const logRefusal = (request: FastifyRequest, { keyId }: Principal, resetAt: number) =>
+    log.refused(request, String(keyId), { keyId }, resetAt);
   return {
-    blocked: (hash) => blocked.find(hash),
+    blocked(request, hash) {
+      const found = blocked.find(hash);
+      if (found !== undefined) logRefusal(request, found.principal, found.resetAt);
+      return found;
+    },
     count(request, reply, hash, answer) {
       check(request, reply, (refusal, resetAt) => {
-        if (resetAt !== undefined && request.principal !== undefined) blocked.block(hash, request.principal, resetAt);
+        const { principal } = request;
+        if (resetAt !== undefined && principal !== undefined) {
+          blocked.block(hash, principal, resetAt);
+          logRefusal(request, principal, resetAt);
+        }
         answer(refusal);
       });
     },
   };
+}
+
+function failureLimit(count: Count, store: CountingStore, max: number, log: LimitLog): FailureLimit {
+  const check = limitCheck(count, store, max, (request) => `ip:${request.ip}`);
+  return (request, reply, answer) =>
+    check(request, reply, (refusal, resetAt) => {
+      if (resetAt !== undefined) log.refused(request, request.ip, { client: request.ip }, resetAt);
+      answer(refusal);
+    });
 }
