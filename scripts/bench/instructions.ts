@@ -65,7 +65,9 @@ const REFUSALS: Record<string, Subject> = {
   'per-key-429': {
     name: 'per-key 429',
     spec: { ...PROJECT, env: { RATE_LIMIT_PER_MINUTE: '1' } },
-    scenario: scenarioNamed('get-one'),
+    // GET /v1/pets, as no-key-401 and failed-auth-429 send it: getPet is deprecated, and its
+    // Deprecation, Sunset and Link headers would make its refusals cost more.
+    scenario: scenarioNamed('list-20'),
     status: 429,
     letThrough: 'first-of-window',
   },
@@ -119,6 +121,8 @@ interface Count {
   responses: number;
   /** Of them, answered otherwise than the subject's status (let through). */
   letThrough: number;
+  /** Requests that failed (timed out): their work is in the count, spread over the responses. */
+  errors: number;
   byFunction: Map<string, number>;
 }
 
@@ -163,8 +167,11 @@ async function count(subject: Subject, prepared: PreparedTable): Promise<Count> 
       callgrindControl(pid, '-i', 'on');
       const window = await applyLoad({ origin, requests, seconds: windowSeconds, connections: CONNECTIONS });
       callgrindControl(pid, '-d');
-      if (window.errors > 0) throw new Error(`${subject.name}: ${window.errors} requests failed`);
-      return { responses: window.responses, letThrough: checkAnswers(subject, window.statuses), pid };
+      // A few time out (autocannon's 10 s) when the machine is loaded: reported, and over 1% an error.
+      if (window.errors > window.responses / 100)
+        throw new Error(`${subject.name}: ${window.errors} requests failed of ${window.responses}`);
+      const { responses, errors } = window;
+      return { responses, errors, letThrough: checkAnswers(subject, window.statuses), pid };
     },
     { launcher, nodeFlags: ['--perf-basic-prof'], startupLimitMs: 180_000 },
   );
@@ -208,7 +215,7 @@ try {
   const lines = [
     `${asked} on ${PETS} pets (${postgres ? 'PostgreSQL' : 'SQLite'}): main-thread instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
     `  ${a.padStart(9)} ${b.padStart(9)}`,
-    `  ${number(total(mine))} ${number(total(theirs))}  total (${(total(mine) / total(theirs)).toFixed(3)}x; ${mine.responses} and ${theirs.responses} responses)`,
+    `  ${number(total(mine))} ${number(total(theirs))}  total (${(total(mine) / total(theirs)).toFixed(3)}x; ${mine.responses} and ${theirs.responses} responses, ${mine.errors} and ${theirs.errors} failed)`,
     ...(mine.letThrough === 0
       ? []
       : [

@@ -124,14 +124,18 @@ function limitCheck(
  * instance.
  */
 class BlockedKeys {
-  readonly #byHash = new Map<string, { principal: Principal; resetAt: number }>();
+  readonly #byHash = new Map<string, Blocked>();
 
   constructor(private readonly refusal: (seconds: number) => ApiError) {}
 
   block(hash: Buffer, principal: Principal, resetAt: number): void {
     const now = Date.now();
     for (const [key, entry] of this.#byHash) if (entry.resetAt <= now) this.#byHash.delete(key);
-    this.#byHash.set(hash.toString('base64'), { principal, resetAt });
+    this.#byHash.set(hash.toString('base64'), {
+      principal,
+      resetAt,
+      refusal: this.refusal(Math.ceil((resetAt - now) / 1000)),
+    });
   }
 
   find(hash: Buffer): Blocked | undefined {
@@ -145,7 +149,9 @@ class BlockedKeys {
       this.#byHash.delete(key);
       return undefined;
     }
-    return { ...entry, refusal: this.refusal(Math.ceil(left / 1000)) };
+    // The entry itself, its refusal brought up to date: a blocked request allocates nothing.
+    entry.refusal = this.refusal(Math.ceil(left / 1000));
+    return entry;
   }
 }
 
