@@ -220,10 +220,10 @@ export async function buildApp({
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract.basePath);
-  const limits = await rateLimits(app, rateLimit, refuse, redis);
+  const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  const authenticate = bearerAuth(storage.accounts, refuse, limits.authFailure);
+  const authenticate = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey });
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
@@ -257,10 +257,7 @@ export async function buildApp({
         const handler = written ?? mockFor?.(operation);
         const onRequest: RequestHook[] = [];
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
-        if (operation.securitySchemes.length > 0) {
-          onRequest.push(authenticate);
-          if (limits.perKey !== undefined) onRequest.push(limits.perKey);
-        }
+        if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         operationHooks.set(operationId, onRequest);
         const preParsing = operation.takesBody ? [continueBeforeBody] : [];
         // The glue merges these over the route it built (method, url, schema); its type wants a

@@ -1,4 +1,4 @@
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import { type FastifyBaseLogger, LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 
 /**
  * What may be an API key in a URL: 43 or more URL-safe characters in a row, any of them
@@ -13,8 +13,55 @@ export function withoutKeys(url: string): string {
   return url.length < SHORTEST_KEY_LIKE ? url : url.replace(KEY_LIKE_IN_URL, '[redacted]');
 }
 
+/** Requests whose line is left out: a limit's refusals after the first of a window (LimitLog). */
+const unlogged = new WeakSet<FastifyRequest>();
+
+/** Past this many windows open at once (one per key or address over its limit), refusals are logged one by one. */
+const MAX_OPEN_WINDOWS = 10_000;
+
 /**
- * One line per request, when it completes, instead of fastify's two. Only method, URL, status and
+ * A rate limit's refusals, logged once per key or address and window: the first refusal's request
+ * line as any other's, with a line naming who reached the limit; the request lines of the others
+ * in that window are left out, and when it ends one line says how many were refused. A flood of
+ * 429s is then two lines a minute per client instead of one a request (the metrics count every
+ * refusal). Never a key: keys are named by their id.
+ */
+export class LimitLog {
+  readonly #windows = new Map<string, { refused: number }>();
+
+  constructor(
+    private readonly log: FastifyBaseLogger,
+    /** Which limit, as the lines name it. */
+    private readonly limit: string,
+  ) {}
+
+  /** A refusal of `who` (what `fields` name: a key id or an address), whose window ends at `resetAt` (ms since the epoch). */
+  refused(request: FastifyRequest, who: string, fields: Record<string, unknown>, resetAt: number): void {
+    const window = this.#windows.get(who);
+    if (window !== undefined) {
+      window.refused += 1;
+      unlogged.add(request);
+      return;
+    }
+    if (this.#windows.size >= MAX_OPEN_WINDOWS) return;
+    const opened = { refused: 0 };
+    this.#windows.set(who, opened);
+    const left = Math.max(0, resetAt - Date.now());
+    this.log.info(
+      { limit: this.limit, ...fields, retryAfterSeconds: Math.ceil(left / 1000) },
+      'rate limit reached: until the window ends, its refusals are counted, not logged one by one',
+    );
+    setTimeout(() => {
+      this.#windows.delete(who);
+      if (opened.refused > 0)
+        this.log.info({ limit: this.limit, ...fields, refused: opened.refused }, 'rate limit window over');
+    }, left).unref();
+  }
+}
+
+/**
+ * One line per request, when it completes, instead of fastify's two (a limit's 429s after the
+ * first of a window excepted: LimitLog). Only method, URL, status and
  * time are logged: never headers, so no `Authorization` value can reach a log, and the URL
  * without any key sent in it.
  */
@@ -24,6 +71,7 @@ export class RequestLog extends LogController {
   }
 
   override requestCompleted(error: Error | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (reply.statusCode === 429 && unlogged.has(request)) return;
     const line = {
       method: request.method,
       url: withoutKeys(request.url),

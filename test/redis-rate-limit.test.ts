@@ -75,6 +75,9 @@ t.test(
     }
     assertRateLimited(t, await list(b, a.key), 'the fifth request, on either instance, is over the limit');
     assertRateLimited(t, await list(a, a.key), 'on both');
+    // Each instance now remembers the key as over its limit, until the shared count's expiry.
+    assertRateLimited(t, await list(b, a.key), 'refused again, without counting, on the one');
+    assertRateLimited(t, await list(a, a.key), 'and on the other');
     t.equal((await list(b, b.key)).statusCode, 200, 'another key has its own budget');
   },
 );

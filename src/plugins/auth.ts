@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHo
 import { hashKey, hasKeyShape } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
 import type { Refuse } from './errors.js';
+import type { KeyLimit } from './rate-limit.js';
 import type { AccountRepository, Principal } from '../storage/types.js';
 
 declare module 'fastify' {
@@ -46,24 +47,32 @@ export type FailureLimit = (
   answer: (refusal: ApiError | undefined) => void,
 ) => void;
 
+/** The limits authentication applies: failures per client address, requests per key. */
+export interface AuthLimits {
+  failures?: FailureLimit | undefined;
+  perKey?: KeyLimit | undefined;
+}
+
 /**
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
  * A refusal is answered with `refuse`; a request that sends no well-formed key is refused with
  * no promise on the way (its failure counted at once in this process, or when Redis answers).
+ * Then the request is counted against its key's limit; a key already over it is refused before
+ * it is looked up (KeyLimit.blocked).
  */
 export function bearerAuth(
   accounts: AccountRepository,
   refuse: Refuse,
-  limitFailures?: FailureLimit,
+  { failures, perKey }: AuthLimits = {},
 ): onRequestHookHandler {
   const fail = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, failure: ApiError) => {
-    if (limitFailures === undefined) {
+    if (failures === undefined) {
       refuse(reply, failure);
       done();
       return;
     }
-    limitFailures(request, reply, (limited) => {
+    failures(request, reply, (limited) => {
       refuse(reply, limited ?? failure);
       done();
     });
@@ -72,17 +81,35 @@ export function bearerAuth(
     const token = bearerToken(request.headers.authorization);
     if (typeof token !== 'string') {
       fail(request, reply, done, token);
-    } else if (!hasKeyShape(token)) {
-      fail(request, reply, done, INVALID_KEY);
-    } else {
-      accounts.findPrincipal(hashKey(token)).then((principal) => {
-        if (principal === undefined) {
-          fail(request, reply, done, INVALID_KEY);
-          return;
-        }
-        request.principal = principal;
-        done();
-      }, done);
+      return;
     }
+    if (!hasKeyShape(token)) {
+      fail(request, reply, done, INVALID_KEY);
+      return;
+    }
+    const hash = hashKey(token);
+    const blocked = perKey?.blocked(request, hash);
+    if (blocked !== undefined) {
+      // Whose key it is, for the metrics' cause and the log, as if it had been looked up.
+      request.principal = blocked.principal;
+      refuse(reply, blocked.refusal);
+      done();
+      return;
+    }
+    accounts.findPrincipal(hash).then((principal) => {
+      if (principal === undefined) {
+        fail(request, reply, done, INVALID_KEY);
+        return;
+      }
+      request.principal = principal;
+      if (perKey === undefined) {
+        done();
+        return;
+      }
+      perKey.count(request, reply, hash, (limited) => {
+        if (limited !== undefined) refuse(reply, limited);
+        done();
+      });
+    }, done);
   };
 }

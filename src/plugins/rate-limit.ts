@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import LocalStore, { type Counted, type CountingStore } from '@fastify/rate-limit/store/LocalStore.js';
 import RedisStore from '@fastify/rate-limit/store/RedisStore.js';
 import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.js';
 import type { FailureLimit } from './auth.js';
-import type { Refuse } from './errors.js';
 import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
+import { LimitLog } from '../logging.js';
+import type { Principal } from '../storage/types.js';
 
 export interface RateLimitSettings {
   /** Requests a minute per API key; 0 turns the limit off. */
@@ -28,30 +29,40 @@ const WINDOW_MS = 60_000;
 /** Every key in Redis starts with this, apart from other applications' keys on the same server. */
 export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
 
+/**
+ * The per-key limit, called by authentication: `blocked` before the key is looked up, `count` once
+ * it has authenticated.
+ */
+export interface KeyLimit {
+  /** The key of this hash went over its limit and its window has not ended: the 429, and whose key it is. */
+  blocked(request: FastifyRequest, hash: Buffer): Blocked | undefined;
+  /** Counts an authenticated request against its key: the 429 to answer once over, undefined otherwise. */
+  count(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    hash: Buffer,
+    answer: (refusal: ApiError | undefined) => void,
+  ): void;
+}
+
+export interface Blocked {
+  principal: Principal;
+  refusal: ApiError;
+  /** When the key's window ends (ms since the epoch). */
+  resetAt: number;
+}
+
 export interface RateLimits {
-  /** onRequest hook for after authentication: counts the request against its API key. */
-  perKey: onRequestHookHandler | undefined;
+  perKey: KeyLimit | undefined;
   /** Counts a failed authentication against the client address: the 429 to answer once over. */
   authFailure: FailureLimit | undefined;
 }
 
-/**
- * A limit's check: counts the request under `keyOf(request)`, sets the RateLimit headers and
- * answers with the 429 to send when over the limit. The counting and the window are
- * @fastify/rate-limit's stores', called directly: its createRateLimit wraps every count in three
- * promises, ~8,000 instructions a count in process against ~1,600 with the in-memory store's
- * callback, which answers at once (BENCHMARKS.md). The answers are this API's Error body, one per wait in seconds (a limit has at
- * most its window's worth), each built once.
- */
-function limitCheck(
-  count: Count,
-  store: CountingStore,
-  max: number,
-  keyOf: (request: FastifyRequest) => string,
-): FailureLimit {
-  const refusals = new Map<number, ApiError>();
-  const refusal = (seconds: number) => {
-    let error = refusals.get(seconds);
+/** A limit's 429, one per wait in seconds (a limit has at most its window's worth), each built once. */
+function refusals(max: number): (seconds: number) => ApiError {
+  const bySeconds = new Map<number, ApiError>();
+  return (seconds) => {
+    let error = bySeconds.get(seconds);
     if (error === undefined) {
       error = new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${seconds} seconds`, {
         'ratelimit-limit': String(max),
@@ -59,10 +70,29 @@ function limitCheck(
         'ratelimit-reset': String(seconds),
         'retry-after': String(seconds),
       });
-      refusals.set(seconds, error);
+      bySeconds.set(seconds, error);
     }
     return error;
   };
+}
+
+/** Answers a count: the refusal when over the limit, with when the window ends (ms since the epoch). */
+type LimitAnswer = (refusal: ApiError | undefined, resetAt?: number) => void;
+
+/**
+ * A limit's check: counts the request under `keyOf(request)`, sets the RateLimit headers and
+ * answers with the 429 to send when over the limit. The counting and the window are
+ * @fastify/rate-limit's stores', called directly: its createRateLimit wraps every count in three
+ * promises, ~8,000 instructions a count in process against ~1,600 with the in-memory store's
+ * callback, which answers at once (BENCHMARKS.md).
+ */
+function limitCheck(
+  count: Count,
+  store: CountingStore,
+  max: number,
+  keyOf: (request: FastifyRequest) => string,
+  refusal = refusals(max),
+): (request: FastifyRequest, reply: FastifyReply, answer: LimitAnswer) => void {
   const limit = String(max);
   return (request, reply, answer) => {
     count(store, keyOf(request), max, (counted) => {
@@ -72,7 +102,7 @@ function limitCheck(
       }
       const seconds = Math.ceil(counted.ttl / 1000);
       if (counted.current > max) {
-        answer(refusal(seconds));
+        answer(refusal(seconds), Date.now() + counted.ttl);
         return;
       }
       reply.headers({
@@ -83,6 +113,46 @@ function limitCheck(
       answer(undefined);
     });
   };
+}
+
+/**
+ * Keys over their limit, by hash, until their window ends: a request presenting one is refused
+ * before the key is looked up or counted again, which is most of what a 429 cost (BENCHMARKS.md).
+ * A key enters only once it has authenticated and gone over its limit, so guessed keys cannot fill
+ * this: it holds at most one entry per key. A key revoked while here is refused with 429 until its
+ * window ends, then with 401. With Redis, the end is the shared count's expiry, the same on every
+ * instance.
+ */
+class BlockedKeys {
+  readonly #byHash = new Map<string, Blocked>();
+
+  constructor(private readonly refusal: (seconds: number) => ApiError) {}
+
+  block(hash: Buffer, principal: Principal, resetAt: number): void {
+    const now = Date.now();
+    for (const [key, entry] of this.#byHash) if (entry.resetAt <= now) this.#byHash.delete(key);
+    this.#byHash.set(hash.toString('base64'), {
+      principal,
+      resetAt,
+      refusal: this.refusal(Math.ceil((resetAt - now) / 1000)),
+    });
+  }
+
+  find(hash: Buffer): Blocked | undefined {
+    // Nearly always empty: then a request pays this one comparison.
+    if (this.#byHash.size === 0) return undefined;
+    const key = hash.toString('base64');
+    const entry = this.#byHash.get(key);
+    if (entry === undefined) return undefined;
+    const left = entry.resetAt - Date.now();
+    if (left <= 0) {
+      this.#byHash.delete(key);
+      return undefined;
+    }
+    // The entry itself, its refusal brought up to date: a blocked request allocates nothing.
+    entry.refusal = this.refusal(Math.ceil(left / 1000));
+    return entry;
+  }
 }
 
 const countInProcess: Count = (store, key, max, then) =>
@@ -116,7 +186,6 @@ async function sharedCount(app: FastifyInstance, redis: Redis): Promise<Count> {
 export async function rateLimits(
   app: FastifyInstance,
   settings: RateLimitSettings,
-  refuse: Refuse,
   redis?: Redis,
 ): Promise<RateLimits> {
   // Keys named as @fastify/rate-limit's createRateLimit names them (a child store with no route),
@@ -130,22 +199,46 @@ export async function rateLimits(
           routeInfo: {},
         });
   const count = redis === undefined ? countInProcess : await sharedCount(app, redis);
-  const perKeyCheck =
-    settings.perMinute > 0
-      ? limitCheck(count, newStore(), settings.perMinute, (request) => `key:${request.principal?.keyId}`)
-      : undefined;
+  const { perMinute, authFailuresPerMinute } = settings;
   return {
-    perKey:
-      perKeyCheck &&
-      function limitPerKey(request, reply, done) {
-        perKeyCheck(request, reply, (exceeded) => {
-          if (exceeded !== undefined) refuse(reply, exceeded);
-          done();
-        });
-      },
+    perKey: perMinute > 0 ? keyLimit(count, newStore(), perMinute, new LimitLog(app.log, 'per key')) : undefined,
     authFailure:
-      settings.authFailuresPerMinute > 0
-        ? limitCheck(count, newStore(), settings.authFailuresPerMinute, (request) => `ip:${request.ip}`)
+      authFailuresPerMinute > 0
+        ? failureLimit(count, newStore(), authFailuresPerMinute, new LimitLog(app.log, 'failed authentications'))
         : undefined,
   };
+}
+
+function keyLimit(count: Count, store: CountingStore, max: number, log: LimitLog): KeyLimit {
+  const refusal = refusals(max);
+  const check = limitCheck(count, store, max, (request) => `key:${request.principal?.keyId}`, refusal);
+  const blocked = new BlockedKeys(refusal);
+  const logRefusal = (request: FastifyRequest, { keyId }: Principal, resetAt: number) =>
+    log.refused(request, String(keyId), { keyId }, resetAt);
+  return {
+    blocked(request, hash) {
+      const found = blocked.find(hash);
+      if (found !== undefined) logRefusal(request, found.principal, found.resetAt);
+      return found;
+    },
+    count(request, reply, hash, answer) {
+      check(request, reply, (refusal, resetAt) => {
+        const { principal } = request;
+        if (resetAt !== undefined && principal !== undefined) {
+          blocked.block(hash, principal, resetAt);
+          logRefusal(request, principal, resetAt);
+        }
+        answer(refusal);
+      });
+    },
+  };
+}
+
+function failureLimit(count: Count, store: CountingStore, max: number, log: LimitLog): FailureLimit {
+  const check = limitCheck(count, store, max, (request) => `ip:${request.ip}`);
+  return (request, reply, answer) =>
+    check(request, reply, (refusal, resetAt) => {
+      if (resetAt !== undefined) log.refused(request, request.ip, { client: request.ip }, resetAt);
+      answer(refusal);
+    });
 }
