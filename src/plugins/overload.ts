@@ -221,8 +221,7 @@ async function overloadPlugin(
   server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
     // While the loop keeps up, this clock read and comparison are all a request pays.
     const now = performance.now();
-    const late =
-      watch.saturated(now) || (episode !== undefined && turns.waited(now) > settings.maxEventLoopDelayMs);
+    const late = watch.saturated(now) || (episode !== undefined && turns.waited(now) > settings.maxEventLoopDelayMs);
     if (late && mayShed(request.url ?? '')) shed(request, response, now);
     else serve(request, response);
   });
