@@ -135,11 +135,4 @@ app.get<{ Params: { petId: number } }>(
   },
 );
 
-process.once('SIGTERM', () => {
-  void app
-    .close()
-    .then(() => storage.close())
-    .then(() => process.exit(0));
-});
-
 await app.listen({ host: env.HOST ?? '127.0.0.1', port: Number(env.PORT ?? '3000') });
