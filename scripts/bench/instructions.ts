@@ -1,106 +1,67 @@
 /**
- * `node dist/scripts/bench/instructions.js [scenario]`: machine instructions per response, counted
- * by valgrind's callgrind (`apt-get install -y valgrind`). A count, not a time: it does not move with
- * the machine's other tenants, so differences of 1% that timing cannot resolve show, by function.
- * Compares the project with INSTRUCTIONS_AGAINST: `baseline` (the hand-written server, the default),
- * `no-metrics` (the project with METRICS_PORT=off) or `get-one` (the project serving get-one: a
- * refusal's ratio to a served getPet). Each server runs under callgrind, counting off through
- * INSTRUCTIONS_WARMUP seconds of the scenario (default get-one; 60 s), then on over
- * INSTRUCTIONS_WINDOW seconds (20), on a 10,000-pet table in SQLite, or in PostgreSQL with
- * INSTRUCTIONS_BACKEND=postgres (the database runs natively, only Node under valgrind). Prints the
- * main thread's instructions per response (V8's compiler and GC threads left out) and the 25
- * functions whose counts differ most, JavaScript named through `node --perf-basic-prof`. Under
- * valgrind a server runs ~50x slower and its JIT settles differently: compare functions first.
- *
- * Besides the table's scenarios, REFUSALS: the project set to refuse a scenario's requests (429,
- * shed 503), counted against get-one by default.
+ * `node dist/scripts/bench/instructions.js [scenario]`: main-thread instructions per response of the
+ * project and of INSTRUCTIONS_AGAINST, each under valgrind's callgrind, and the functions whose counts
+ * differ most (BENCHMARKS.md, "What is measured"). A count, not a time: it does not move with the
+ * machine's other tenants. JavaScript is named through `node --perf-basic-prof`.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { callgrindPid, parsePerfMap, selfInstructions } from './callgrind.js';
+import { parsePerfMap, selfInstructions } from './callgrind.js';
 import { applyLoad } from './load.js';
-import { postgresBackend } from './postgres.js';
-import { loadRequest, type PreparedTable, prepareTable, type Scenario, selectScenarios } from './scenarios.js';
+import { loadRequest, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
 import { BASELINE, NO_METRICS, PROJECT, type ServerSpec, withServer } from './servers.js';
 import { wholeSetting } from './settings.js';
-import { sqliteBackend } from './table.js';
+import { sqliteBackend, type Table } from './tables.js';
 
 const warmupSeconds = wholeSetting('INSTRUCTIONS_WARMUP', 60);
 const windowSeconds = Math.max(1, wholeSetting('INSTRUCTIONS_WINDOW', 20));
 const SHOWN = 25;
-const PETS = 10_000;
 const CONNECTIONS = 10;
-/**
- * Under valgrind the event loop runs ~50x slower: overload protection would shed what is counted,
- * and a PostgreSQL query could outlast the 3 s timeout while its answer waits to be read.
- */
-const UNDER_VALGRIND = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', DATABASE_TIMEOUT_MS: '60000' };
+/** Under valgrind the event loop runs ~50x slower: overload protection would shed what is counted. */
+const UNDER_VALGRIND = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' };
 
-/** What one server is counted doing: the requests of `scenario`, answered with `status`. */
+/**
+ * What one server is counted doing: the requests of `scenario`, answered with `status`. When that
+ * is a refusal, answers as the scenario's own are let through (a limit's first request of each
+ * minute, the requests a shed run serves) and accounted for.
+ */
 interface Subject {
   name: string;
   spec: ServerSpec;
+  /** On top of the spec's own. */
+  env: Record<string, string>;
   scenario: Scenario;
   status: number;
-  /**
-   * The other answers allowed, as the scenario's own: a limit's first request of each window
-   * (`first-of-window`, at most one a minute begun), or any number (`any`: shedding under valgrind
-   * sheds most requests, not all).
-   */
-  letThrough?: 'first-of-window' | 'any';
 }
 
-const scenarioNamed = (name: string) => selectScenarios([name])[0] as Scenario;
-const served = (spec: ServerSpec, scenario: Scenario): Subject => ({
-  name: spec.name,
-  spec,
-  scenario,
-  status: scenario.expect.status,
-});
+function subjectOf(name: string, spec: ServerSpec, scenario: string, status?: number, env = {}): Subject {
+  const found = scenarioNamed(scenario);
+  return { name, spec, env, scenario: found, status: status ?? found.expect.status };
+}
 
-/** Refusals the table's scenarios never see: the project set to refuse a scenario's requests. */
+/** The smallest budget: a request read over 1 ms into a turn that follows another as long is shed. */
+const SHED_ALL = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '1', OVERLOAD_SAMPLE_INTERVAL_MS: '1' };
+/**
+ * Refusals the table's scenarios never see: the project set to refuse a scenario's requests. The
+ * 429s on GET /v1/pets, as no-key-401: getPet's deprecation headers cost any answer of it more.
+ */
 const REFUSALS: Record<string, Subject> = {
-  'per-key-429': {
-    name: 'per-key 429',
-    spec: { ...PROJECT, env: { RATE_LIMIT_PER_MINUTE: '1' } },
-    // GET /v1/pets, as no-key-401 and failed-auth-429 send it: getPet is deprecated, and its
-    // Deprecation, Sunset and Link headers would make its refusals cost more.
-    scenario: scenarioNamed('list-20'),
-    status: 429,
-    letThrough: 'first-of-window',
-  },
-  'failed-auth-429': {
-    name: 'failed-auth 429',
-    spec: { ...PROJECT, env: { AUTH_FAILURES_PER_MINUTE: '1' } },
-    scenario: scenarioNamed('no-key-401'),
-    status: 429,
-    letThrough: 'first-of-window',
-  },
-  // The smallest budget: a request read over 1 ms into a turn that follows another as long is shed.
-  'shed-503': {
-    name: 'shed 503',
-    spec: { ...PROJECT, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '1', OVERLOAD_SAMPLE_INTERVAL_MS: '1' } },
-    scenario: scenarioNamed('get-one'),
-    status: 503,
-    letThrough: 'any',
-  },
+  'per-key-429': subjectOf('per-key-429', PROJECT, 'list-20', 429, { RATE_LIMIT_PER_MINUTE: '1' }),
+  'failed-auth-429': subjectOf('failed-auth-429', PROJECT, 'no-key-401', 429, { AUTH_FAILURES_PER_MINUTE: '1' }),
+  'shed-503': subjectOf('shed-503', PROJECT, 'get-one', 503, SHED_ALL),
 };
 
 const asked = process.argv[2] ?? 'get-one';
-const refusal = REFUSALS[asked];
-const names = [...selectScenarios(undefined).map((scenario) => scenario.name), ...Object.keys(REFUSALS)];
+const names = [...SCENARIOS.map((scenario) => scenario.name), ...Object.keys(REFUSALS)];
 if (!names.includes(asked)) throw new Error(`No scenario ${asked}; known: ${names.join(', ')}`);
-const subject = refusal ?? served(PROJECT, scenarioNamed(asked));
+const refusal = REFUSALS[asked];
+const subject = refusal ?? subjectOf(PROJECT.name, PROJECT, asked);
 const AGAINST: Record<string, Subject> = {
-  baseline: served(BASELINE, subject.scenario),
-  'no-metrics': {
-    ...subject,
-    name: NO_METRICS.name,
-    spec: { ...NO_METRICS, env: { ...subject.spec.env, ...NO_METRICS.env } },
-  },
-  'get-one': { ...served(PROJECT, scenarioNamed('get-one')), name: 'get-one' },
+  baseline: subjectOf(BASELINE.name, BASELINE, subject.scenario.name),
+  'no-metrics': { ...subject, name: NO_METRICS.name, spec: NO_METRICS },
+  'get-one': subjectOf('get-one', PROJECT, 'get-one'),
 };
 const against = AGAINST[process.env.INSTRUCTIONS_AGAINST ?? (refusal === undefined ? 'baseline' : 'get-one')];
 if (against === undefined) throw new Error(`INSTRUCTIONS_AGAINST: one of ${Object.keys(AGAINST).join(', ')}`);
@@ -119,31 +80,15 @@ function callgrindControl(pid: number, ...command: string[]): void {
 
 interface Count {
   responses: number;
-  /** Of them, answered otherwise than the subject's status (let through). */
+  /** Of them, answered as the scenario's own rather than with the subject's refusal. */
   letThrough: number;
-  /** Requests that failed (timed out): their work is in the count, spread over the responses. */
-  errors: number;
   byFunction: Map<string, number>;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-instructions-'));
 
-/** Throws unless the window's answers are the subject's, but for what it may let through. */
-function checkAnswers({ name, status, scenario, letThrough }: Subject, statuses: Record<string, number>): number {
-  const others = Object.entries(statuses).filter(([answer]) => answer !== String(status));
-  const through = others.reduce((sum, [, n]) => sum + n, 0);
-  const allowed =
-    letThrough === 'any' ? Infinity : letThrough === 'first-of-window' ? 1 + Math.ceil(windowSeconds / 60) : 0;
-  const wrong = others.some(([answer]) => answer !== String(scenario.expect.status));
-  if (wrong || through > allowed || statuses[String(status)] === undefined)
-    throw new Error(
-      `${name}: expected ${status}${letThrough ? ` and ${letThrough} ${scenario.expect.status}` : ''}: ${JSON.stringify(statuses)}`,
-    );
-  return through;
-}
-
-async function count(subject: Subject, prepared: PreparedTable): Promise<Count> {
-  const serverDir = join(dir, subject.name.replace(/\W/g, '-'));
+async function count({ name, spec, env, scenario, status }: Subject, table: Table): Promise<Count> {
+  const serverDir = join(dir, name.replace(/\W/g, '-'));
   mkdirSync(serverDir);
   const output = join(serverDir, 'callgrind.out');
   const launcher = [
@@ -156,76 +101,71 @@ async function count(subject: Subject, prepared: PreparedTable): Promise<Count> 
     // One output per thread: the main thread's is the request path; V8's compiler threads are not.
     '--separate-threads=yes',
   ];
-  const requests = [loadRequest(subject.scenario, prepared.context)];
-  const { spec } = subject;
+  const requests = [loadRequest(scenario, table)];
   const counted = await withServer(
-    { ...spec, env: { ...UNDER_VALGRIND, ...spec.env } },
-    prepared.seeded,
+    { ...spec, env: { ...UNDER_VALGRIND, ...env, ...spec.env } },
+    table,
     serverDir,
     async ({ origin, pid }) => {
-      await applyLoad({ origin, requests, seconds: warmupSeconds, connections: CONNECTIONS });
+      const load = (seconds: number) => applyLoad({ origin, requests, seconds, connections: CONNECTIONS });
+      await load(warmupSeconds);
       callgrindControl(pid, '-i', 'on');
-      const window = await applyLoad({ origin, requests, seconds: windowSeconds, connections: CONNECTIONS });
+      const { statuses, errors } = await load(windowSeconds);
       callgrindControl(pid, '-d');
-      // A few time out (autocannon's 10 s) when the machine is loaded: reported, and over 1% an error.
-      if (window.errors > window.responses / 100)
-        throw new Error(`${subject.name}: ${window.errors} requests failed of ${window.responses}`);
-      const { responses, errors } = window;
-      return { responses, errors, letThrough: checkAnswers(subject, window.statuses), pid };
+      const [refused = 0, own = 0] = [statuses[String(status)], statuses[String(scenario.expect.status)]];
+      const letThrough = status === scenario.expect.status ? 0 : own;
+      const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
+      // A few time out (autocannon's 10 s) when the machine is loaded: their work is spread over the rest.
+      if (refused === 0 || refused + letThrough !== responses || errors > responses / 100)
+        throw new Error(`${name}: expected ${status}, got ${JSON.stringify(statuses)} and ${errors} failed`);
+      return { responses, letThrough, pid };
     },
     { launcher, nodeFlags: ['--perf-basic-prof'], startupLimitMs: 180_000 },
   );
-  const { pid } = counted;
-  // The first dump of the main thread (thread 1) is <file>.1-01.
-  const text = readFileSync(`${output}.1-01`, 'utf8');
-  if (callgrindPid(text) !== pid) throw new Error(`${output}.1-01 is not from the server's process ${pid}`);
-  const perfMap = `/tmp/perf-${pid}.map`;
+  const perfMap = `/tmp/perf-${counted.pid}.map`;
   const jit = parsePerfMap(readFileSync(perfMap, 'utf8'));
   rmSync(perfMap, { force: true });
-  return { ...counted, byFunction: selfInstructions(text, jit) };
+  // The first dump of the main thread (thread 1).
+  return { ...counted, byFunction: selfInstructions(readFileSync(`${output}.1-01`, 'utf8'), jit) };
 }
 
-const perResponse = (counted: Count, name: string) => (counted.byFunction.get(name) ?? 0) / counted.responses;
+const perResponse = (counted: Count, fn: string) => (counted.byFunction.get(fn) ?? 0) / counted.responses;
 const total = (counted: Count) => [...counted.byFunction.values()].reduce((sum, n) => sum + n, 0) / counted.responses;
 const number = (value: number) => Math.round(value).toLocaleString('en-US').padStart(9);
 
 /**
- * A refusal's own cost when some requests were let through (served or, once a window, not yet
- * limited): each of those taken to cost what a response of `against` did, exact when it is the
- * same answer (a shed run's 200s against get-one) and, for a limit's one first answer, a rounding.
+ * A refusal's own cost when some requests were let through: each of those taken to cost what a
+ * response of `against` did, exact when it is the same answer (a shed run's 200s against get-one)
+ * and, for a limit's one first answer a minute, a rounding.
  */
 function perRefusal(mine: Count, theirs: Count): number {
-  const all = total(mine) * mine.responses;
-  return (all - mine.letThrough * total(theirs)) / (mine.responses - mine.letThrough);
+  return (total(mine) * mine.responses - mine.letThrough * total(theirs)) / (mine.responses - mine.letThrough);
 }
 
-const postgres = process.env.INSTRUCTIONS_BACKEND === 'postgres';
-const backend = postgres ? await postgresBackend(undefined, () => undefined) : sqliteBackend;
 try {
-  const prepared = await prepareTable(backend, dir, PETS);
-  const mine = await count(subject, prepared);
-  const theirs = await count(against, prepared);
-  const functions = new Set([...mine.byFunction.keys(), ...theirs.byFunction.keys()]);
-  const differences = [...functions]
-    .map((name) => ({ name, a: perResponse(mine, name), b: perResponse(theirs, name) }))
+  const table = await sqliteBackend.seed(dir, 10_000);
+  const mine = await count(subject, table);
+  const theirs = await count(against, table);
+  const functions = [...new Set([...mine.byFunction.keys(), ...theirs.byFunction.keys()])];
+  const differences = functions
+    .map((fn) => ({ fn, a: perResponse(mine, fn), b: perResponse(theirs, fn) }))
     .sort((x, y) => Math.abs(y.a - y.b) - Math.abs(x.a - x.b))
     .slice(0, SHOWN)
-    .map(({ name, a, b }) => `  ${number(a)} ${number(b)} ${number(a - b)}  ${name.slice(0, 110)}`);
-  const [a, b] = [subject.name.slice(0, 9), against.name.slice(0, 9)];
+    .map(({ fn, a, b }) => `  ${number(a)} ${number(b)} ${number(a - b)}  ${fn.slice(0, 110)}`);
+  const ratio = (value: number) => `${number(value).trim()} (${(value / total(theirs)).toFixed(3)}x)`;
   const lines = [
-    `${asked} on ${PETS} pets (${postgres ? 'PostgreSQL' : 'SQLite'}): main-thread instructions per response over ${windowSeconds} s, after ${warmupSeconds} s of warm-up`,
-    `  ${a.padStart(9)} ${b.padStart(9)}`,
-    `  ${number(total(mine))} ${number(total(theirs))}  total (${(total(mine) / total(theirs)).toFixed(3)}x; ${mine.responses} and ${theirs.responses} responses, ${mine.errors} and ${theirs.errors} failed)`,
+    `${asked} on ${table.pets} pets, ${warmupSeconds} s of warm-up: main-thread instructions per response over ${windowSeconds} s`,
+    `  ${subject.name} ${ratio(total(mine))} vs ${against.name} ${number(total(theirs)).trim()}`,
+    `  over ${mine.responses} and ${theirs.responses} responses`,
     ...(mine.letThrough === 0
       ? []
       : [
-          `  ${number(perRefusal(mine, theirs))} per ${subject.status} (${(perRefusal(mine, theirs) / total(theirs)).toFixed(3)}x), ${mine.letThrough} of ${mine.responses} let through taken at ${b}'s count`,
+          `  per ${subject.status} ${ratio(perRefusal(mine, theirs))}: ${mine.letThrough} let through at ${against.name}'s count`,
         ]),
-    `functions that differ most (${a}, ${b}, difference):`,
+    `functions that differ most (${subject.name}, ${against.name}, difference):`,
     ...differences,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
-  await backend.close();
   rmSync(dir, { recursive: true, force: true });
 }

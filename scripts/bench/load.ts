@@ -1,86 +1,67 @@
 import autocannon from 'autocannon';
 import { connect, type Socket } from 'node:net';
 
+/** What loads of one server have gathered: one-second turns add up to one measurement. */
+export interface Tally {
+  seconds: number;
+  /** Responses by HTTP status. */
+  statuses: Record<string, number>;
+  /** Socket errors, timeouts and requests never answered. */
+  errors: number;
+  latencies: number[];
+}
+
+export interface Measurement extends Omit<Tally, 'latencies'> {
+  /** Responses a second. */
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  responses: number;
+}
+
+export const newTally = (): Tally => ({ seconds: 0, statuses: {}, errors: 0, latencies: [] });
+
+export function measure({ seconds, statuses, errors, latencies }: Tally): Measurement {
+  const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
+  const sorted = Float64Array.from(latencies).sort();
+  const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
+  const rps = seconds > 0 ? responses / seconds : 0;
+  return { seconds, statuses, errors, rps, p50Ms: at(0.5), p99Ms: at(0.99), responses };
+}
+
+const count = (statuses: Record<string, number>, status: string, n = 1) =>
+  (statuses[status] = (statuses[status] ?? 0) + n);
+
 export interface LoadOptions {
   origin: string;
   /** Sent in turn on each connection. */
   requests: autocannon.Request[];
   seconds: number;
   connections: number;
-  /** Collects the latencies (ms) here too, to summarise several loads as one. */
-  latencies?: number[];
-  /** Only the latencies of 2xx responses (the requests served, not shed). */
-  servedOnly?: boolean;
-}
-
-export interface Measurement {
-  /** Responses a second. */
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** Socket errors and timeouts. */
-  errors: number;
-  /** Responses by HTTP status. */
-  statuses: Record<string, number>;
-  responses: number;
-  seconds: number;
-}
-
-function percentiles(latencies: readonly number[]): Pick<Measurement, 'p50Ms' | 'p99Ms'> {
-  const sorted = Float64Array.from(latencies).sort();
-  const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
-  return { p50Ms: at(0.5), p99Ms: at(0.99) };
-}
-
-/** Several loads of the same requests on one server as one measurement; `latencies` holds all of theirs. */
-export function combineLoads(parts: readonly Measurement[], latencies: readonly number[]): Measurement {
-  const statuses: Record<string, number> = {};
-  for (const part of parts) {
-    for (const [status, count] of Object.entries(part.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
-  }
-  const sum = (pick: (part: Measurement) => number) => parts.reduce((total, part) => total + pick(part), 0);
-  const [seconds, responses] = [sum((part) => part.seconds), sum((part) => part.responses)];
-  return {
-    rps: seconds > 0 ? responses / seconds : 0,
-    ...percentiles(latencies),
-    errors: sum((part) => part.errors),
-    statuses,
-    responses,
-    seconds,
-  };
 }
 
 /**
- * Runs autocannon for a fixed time. Latencies are taken unrounded from its response events (its
- * histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few ms), leaving out each
- * connection's first: all connections open at once, and that burst would set p99.
+ * A closed loop for a fixed time (autocannon), added to `tally`. Latencies are taken unrounded from
+ * its response events (its histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few
+ * ms), leaving out each connection's first: all connections open at once, and that burst would set p99.
  */
-export function applyLoad({ origin, requests, seconds, connections, latencies = [], servedOnly = false }: LoadOptions) {
-  const start = latencies.length;
-  return new Promise<Measurement>((resolve, reject) => {
+export function applyLoad({ origin, requests, seconds, connections }: LoadOptions, tally = newTally()) {
+  return new Promise<Tally>((resolve, reject) => {
     const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error, result) => {
       if (error !== null && error !== undefined) {
         reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
         return;
       }
-      const statuses = Object.fromEntries(
-        Object.entries(result.statusCodeStats ?? {}).map(([status, { count = 0 }]) => [status, count]),
-      );
-      const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
-      const errors = result.errors + result.timeouts;
-      resolve({
-        rps: responses / result.duration,
-        ...percentiles(latencies.slice(start)),
-        errors,
-        statuses,
-        responses,
-        seconds: result.duration,
-      });
+      for (const [status, { count: n = 0 }] of Object.entries(result.statusCodeStats ?? {}))
+        count(tally.statuses, status, n);
+      tally.errors += result.errors + result.timeouts;
+      tally.seconds += result.duration;
+      resolve(tally);
     });
     const connected = new Set<unknown>();
-    instance.on('response', (client, status, _bytes, milliseconds) => {
-      if (!connected.has(client)) connected.add(client);
-      else if (!servedOnly || (status >= 200 && status < 300)) latencies.push(milliseconds);
+    instance.on('response', (client, _status, _bytes, milliseconds) => {
+      if (connected.has(client)) tally.latencies.push(milliseconds);
+      else connected.add(client);
     });
   });
 }
@@ -111,30 +92,27 @@ const OPEN_LOOP_GRACE_MS = 5_000;
  */
 export async function openLoop({ origin, request, rate, seconds, connections }: OpenLoopOptions): Promise<Measurement> {
   const { hostname, port } = new URL(origin);
-  const statuses: Record<string, number> = {};
-  const latencies: number[] = [];
+  const tally = newTally();
   /** Due times of requests waiting for a connection. */
   const waiting: number[] = [];
   const opened: Socket[] = [];
   const idle: Socket[] = [];
-  const dueOf = new Map<Socket, { due: number; received: string }>();
-  let answered = 0;
+  const inFlight = new Map<Socket, { due: number; received: string }>();
   const send = (socket: Socket, due: number) => {
-    dueOf.set(socket, { due, received: '' });
+    inFlight.set(socket, { due, received: '' });
     socket.write(request());
   };
   const answer = (socket: Socket, chunk: string) => {
-    const out = dueOf.get(socket);
+    const out = inFlight.get(socket);
     if (out === undefined) return;
     out.received += chunk;
     const headEnd = out.received.indexOf('\r\n\r\n');
     const length = /\r\ncontent-length: *(\d+)/i.exec(out.received.slice(0, Math.max(0, headEnd)))?.[1];
     if (headEnd === -1 || out.received.length < headEnd + 4 + Number(length ?? 0)) return;
     const status = out.received.slice(9, 12);
-    statuses[status] = (statuses[status] ?? 0) + 1;
-    if (status.startsWith('2')) latencies.push(performance.now() - out.due);
-    answered += 1;
-    dueOf.delete(socket);
+    count(tally.statuses, status);
+    if (status.startsWith('2')) tally.latencies.push(performance.now() - out.due);
+    inFlight.delete(socket);
     const next = waiting.shift();
     if (next === undefined) idle.push(socket);
     else send(socket, next);
@@ -146,7 +124,7 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
     socket.on('data', (chunk: string) => answer(socket, chunk));
     socket.on('error', () => undefined);
     socket.on('close', () => {
-      if (!dueOf.delete(socket)) idle.splice(idle.indexOf(socket), 1);
+      if (!inFlight.delete(socket)) idle.splice(idle.indexOf(socket), 1);
     });
     opened.push(socket);
     return socket;
@@ -164,20 +142,14 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
         if (socket === undefined) waiting.push(dueAt(sent));
         else send(socket, dueAt(sent));
       }
-      if (sent === total && (dueOf.size === 0 || now - dueAt(total) > OPEN_LOOP_GRACE_MS)) {
+      if (sent === total && (inFlight.size === 0 || now - dueAt(total) > OPEN_LOOP_GRACE_MS)) {
         clearInterval(timer);
         resolve();
       }
     }, 1);
   });
   for (const socket of opened) socket.destroy();
-  const elapsed = (performance.now() - start) / 1000;
-  return {
-    rps: answered / elapsed,
-    ...percentiles(latencies),
-    errors: total - answered,
-    statuses,
-    responses: answered,
-    seconds: elapsed,
-  };
+  tally.seconds = (performance.now() - start) / 1000;
+  const measured = measure(tally);
+  return { ...measured, errors: total - measured.responses };
 }

@@ -1,46 +1,37 @@
 import { cpus, release, totalmem } from 'node:os';
-import type { Measurement } from './load.js';
 
 /** The server under test, and the one it is compared with (the baseline, or itself with a feature off). */
 export type Role = 'project' | 'baseline';
-const ROLES: readonly Role[] = ['project', 'baseline'];
 
-/** One scenario measured once on one server. */
-export interface ScenarioRun {
-  table: string;
-  scenario: string;
-  round: number;
-  server: Role;
-  measurement: Measurement;
+/** A server's figures for one scenario: one round's, or the medians over rounds (unexpected summed). */
+export interface Figures {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
   /** Server CPU time (user + system, all threads) per response, in microseconds. */
-  cpuUsPerRequest: number;
-  /** Responses whose status is not the scenario's. */
+  cpuUs: number;
+  /** Responses whose status is not the scenario's, and socket errors. */
   unexpected: number;
 }
 
-/** One life of a server process: its start, and its peak memory over all its load. */
-export interface ServerLife {
-  server: Role;
-  startupMs: number;
-  peakRssMb: number;
-}
-
-/** Each server's medians over rounds (errors and unexpected summed), and the ratios project / baseline. */
-export interface SummaryRow {
+/** One scenario measured in one round, on both servers. */
+export interface RoundRun extends Record<Role, Figures> {
   table: string;
   scenario: string;
-  project: Record<'rps' | 'p50Ms' | 'p99Ms' | 'cpuUs' | 'errors' | 'unexpected', number>;
-  baseline: SummaryRow['project'];
-  /** Each the median of the ratios within a round: a slow moment of the machine moves both sides of one. */
+}
+
+/** One life of each server: its start, and its peak memory over all its load. */
+export type ServerLives = Record<Role, { startupMs: number; peakRssMb: number }>;
+
+export interface SummaryRow extends RoundRun {
+  /** project / baseline, each the median of the ratios within a round: a slow moment moves both sides of one. */
   x: Record<'rps' | 'p99' | 'cpu', number>;
   /** The lowest and highest throughput ratio of a single round: how far one round can be trusted. */
   rpsRange: [number, number];
 }
 
 export interface TargetCheck {
-  target: string;
-  subject: string;
-  value: string;
+  line: string;
   pass: boolean;
 }
 
@@ -67,82 +58,74 @@ export function median(values: number[]): number {
   return ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
 }
 
-export function summarise(runs: ScenarioRun[]): SummaryRow[] {
+export function summarise(runs: RoundRun[]): SummaryRow[] {
   const keys = [...new Set(runs.map((run) => `${run.table}\t${run.scenario}`))];
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
-    const medians = (server: Role) => {
-      const own = mine.filter((run) => run.server === server);
-      const of = (pick: (m: Measurement) => number) => median(own.map((run) => pick(run.measurement)));
-      const sum = (pick: (run: ScenarioRun) => number) => own.reduce((total, run) => total + pick(run), 0);
-      const [errors, unexpected] = [sum((run) => run.measurement.errors), sum((run) => run.unexpected)];
-      const cpuUs = median(own.map((run) => run.cpuUsPerRequest));
-      return { rps: of((m) => m.rps), p50Ms: of((m) => m.p50Ms), p99Ms: of((m) => m.p99Ms), cpuUs, errors, unexpected };
+    const medians = (role: Role): Figures => {
+      const of = (pick: (figures: Figures) => number) => median(mine.map((run) => pick(run[role])));
+      const unexpected = mine.reduce((sum, run) => sum + run[role].unexpected, 0);
+      return {
+        rps: of((f) => f.rps),
+        p50Ms: of((f) => f.p50Ms),
+        p99Ms: of((f) => f.p99Ms),
+        cpuUs: of((f) => f.cpuUs),
+        unexpected,
+      };
     };
-    const ratios = (pick: (run: ScenarioRun) => number) =>
-      [...new Set(mine.map((run) => run.round))].flatMap((round) => {
-        const [project, baseline] = ROLES.map((server) => mine.find((r) => r.round === round && r.server === server));
-        return project === undefined || baseline === undefined ? [] : [pick(project) / pick(baseline)];
-      });
-    const rps = ratios((run) => run.measurement.rps);
-    const [p99, cpu] = [ratios((run) => run.measurement.p99Ms), ratios((run) => run.cpuUsPerRequest)];
-    const x = { rps: median(rps), p99: median(p99), cpu: median(cpu) };
-    return {
-      table,
-      scenario,
-      project: medians('project'),
-      baseline: medians('baseline'),
-      x,
-      rpsRange: [Math.min(...rps), Math.max(...rps)],
-    };
+    const ratios = (pick: (figures: Figures) => number) => mine.map((run) => pick(run.project) / pick(run.baseline));
+    const rps = ratios((f) => f.rps);
+    const x = { rps: median(rps), p99: median(ratios((f) => f.p99Ms)), cpu: median(ratios((f) => f.cpuUs)) };
+    const rpsRange: [number, number] = [Math.min(...rps), Math.max(...rps)];
+    return { table, scenario, project: medians('project'), baseline: medians('baseline'), x, rpsRange };
   });
 }
 
 export const ratio = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)}x`);
 export const ms = (value: number) => value.toFixed(2);
-const check = (target: string, subject: string, value: string, pass: boolean) => ({ target, subject, value, pass });
+export const check = (target: string, subject: string, value: string, pass: boolean): TargetCheck => ({
+  line: `${target}  ${subject}: ${value}`,
+  pass,
+});
 
 /** Throughput and p99 against the other server, p99 growth with the table, and every answer as expected. */
 export function comparisonChecks(rows: SummaryRow[], limits: Limits, names: Record<Role, string>): TargetCheck[] {
   const { minRpsRatio: minRps, maxP99Ratio: maxP99, maxScaleP99Ratio: maxGrowth } = limits;
-  const checks = rows.flatMap(({ table, scenario, x }) => [
-    check(`throughput >= ${minRps}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.rps), x.rps >= minRps),
-    ...(maxP99 === undefined
-      ? []
-      : [check(`p99 <= ${maxP99}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.p99), x.p99 <= maxP99)]),
-  ]);
   const small = rows[0]?.table;
-  const growthChecks = rows.flatMap((row) => {
-    const reference = rows.find((other) => other.table === small && other.scenario === row.scenario);
-    if (maxGrowth === undefined || row.table === small || reference === undefined) return [];
-    const growth = row.project.p99Ms / reference.project.p99Ms;
-    const theirs = ratio(row.baseline.p99Ms / reference.baseline.p99Ms);
-    const value = `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${theirs})`;
-    const target = `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`;
-    return [check(target, `${row.scenario} (${names.project})`, value, growth <= maxGrowth)];
-  });
-  const sum = (pick: (m: SummaryRow['project']) => number) =>
-    rows.reduce((n, row) => n + pick(row.project) + pick(row.baseline), 0);
-  const [unexpected, errors] = [sum((m) => m.unexpected), sum((m) => m.errors)];
-  const everyAnswer = check(
-    'every response has the expected status, no socket errors',
-    `${names.project} and ${names.baseline}`,
-    `${unexpected} unexpected, ${errors} errors`,
-    unexpected + errors === 0,
-  );
-  return [...checks, ...growthChecks, everyAnswer];
+  return [
+    ...rows.flatMap(({ table, scenario, x }) => [
+      check(`throughput >= ${minRps}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.rps), x.rps >= minRps),
+      ...(maxP99 === undefined
+        ? []
+        : [check(`p99 <= ${maxP99}x ${names.baseline}`, `${scenario} @${table}`, ratio(x.p99), x.p99 <= maxP99)]),
+    ]),
+    ...rows.flatMap((row) => {
+      const reference = rows.find((other) => other.table === small && other.scenario === row.scenario);
+      if (maxGrowth === undefined || row.table === small || reference === undefined) return [];
+      const growth = row.project.p99Ms / reference.project.p99Ms;
+      const theirs = ratio(row.baseline.p99Ms / reference.baseline.p99Ms);
+      const value = `${ms(row.project.p99Ms)} vs ${ms(reference.project.p99Ms)} ms: ${ratio(growth)} (${names.baseline} ${theirs})`;
+      const target = `p99 @${row.table} <= ${maxGrowth}x p99 @${small}`;
+      return [check(target, `${row.scenario} (${names.project})`, value, growth <= maxGrowth)];
+    }),
+    check(
+      'every response has the expected status, no socket errors',
+      `${names.project} and ${names.baseline}`,
+      `${rows.reduce((n, row) => n + row.project.unexpected + row.baseline.unexpected, 0)} unexpected or failed`,
+      rows.every((row) => row.project.unexpected + row.baseline.unexpected === 0),
+    ),
+  ];
 }
 
 /** A server's median start and highest peak RSS over its lives. */
-function lifeOf(lives: ServerLife[], server: Role) {
-  const mine = lives.filter((life) => life.server === server);
-  const peakRssMb = Math.max(...mine.map((life) => life.peakRssMb));
-  return { starts: mine.length, startupMs: median(mine.map((life) => life.startupMs)), peakRssMb };
+function lifeOf(lives: ServerLives[], role: Role) {
+  const peakRssMb = Math.max(...lives.map((life) => life[role].peakRssMb));
+  return { starts: lives.length, startupMs: median(lives.map((life) => life[role].startupMs)), peakRssMb };
 }
 
 /** The project server's peak memory over all its lives, and its median start. */
-export function serverChecks(lives: ServerLife[]): TargetCheck[] {
+export function serverChecks(lives: ServerLives[]): TargetCheck[] {
   const { starts, startupMs, peakRssMb } = lifeOf(lives, 'project');
   const { maxPeakRssMb, maxStartupMs } = TARGETS;
   const startup = `${startupMs.toFixed(0)} ms over ${starts} starts`;
@@ -152,10 +135,10 @@ export function serverChecks(lives: ServerLife[]): TargetCheck[] {
   ];
 }
 
-export function livesLine(lives: ServerLife[], names: Record<Role, string>): string {
-  const of = (server: Role) => {
-    const { starts, startupMs, peakRssMb } = lifeOf(lives, server);
-    return `${names[server]} ${startupMs.toFixed(0)} ms to the first 200 (median of ${starts}), peak RSS ${peakRssMb.toFixed(1)} MB`;
+export function livesLine(lives: ServerLives[], names: Record<Role, string>): string {
+  const of = (role: Role) => {
+    const { starts, startupMs, peakRssMb } = lifeOf(lives, role);
+    return `${names[role]} ${startupMs.toFixed(0)} ms to the first 200 (median of ${starts}), peak RSS ${peakRssMb.toFixed(1)} MB`;
   };
   return `Servers: ${of('project')}; ${of('baseline')}.`;
 }
@@ -174,7 +157,7 @@ export function textTable(header: string[], rows: string[][], left = 3): string 
 export function verdicts(checks: TargetCheck[]): string[] {
   const failed = checks.filter((one) => !one.pass).length;
   return [
-    ...checks.map((one) => `${one.pass ? 'PASS' : 'FAIL'}  ${one.target}  ${one.subject}: ${one.value}`),
+    ...checks.map((one) => `${one.pass ? 'PASS' : 'FAIL'}  ${one.line}`),
     '',
     failed === 0
       ? `All ${checks.length} targets met.`

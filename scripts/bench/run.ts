@@ -8,18 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
-import { applyLoad, combineLoads, type Measurement } from './load.js';
+import { applyLoad, measure, newTally } from './load.js';
 import { overloadPart } from './overload.js';
-import { postgresBackend } from './postgres.js';
 import * as report from './report.js';
-import type { Limits, Role, ScenarioRun, ServerLife, SummaryRow, TargetCheck } from './report.js';
-import { loadRequest, type PreparedTable, prepareTable, probe, SCENARIOS, type Scenario } from './scenarios.js';
-import { selectScenarios } from './scenarios.js';
+import type { Figures, Limits, Role, RoundRun, ServerLives, SummaryRow, TargetCheck } from './report.js';
+import { loadRequest, probe, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
 import { BASELINE, NO_METRICS, PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
 import { benchSettings } from './settings.js';
-import { type Backend, sqliteBackend } from './table.js';
+import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 
 const settings = benchSettings();
+const { connections } = settings;
 const [SMALL, LARGE] = [10_000, 1_000_000];
 /** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
 const SETTLE_MS = 200;
@@ -43,28 +42,36 @@ interface Part {
 
 /** A table and the scenarios measured on it. */
 interface TableScenarios {
-  prepared: PreparedTable;
-  chosen: readonly Scenario[];
+  table: Table;
+  scenarios: readonly Scenario[];
 }
 
 /**
- * Loads running servers in turn, a second at a time, until each has had `seconds`: a busy moment of
- * this shared machine falls on all alike. CPU is counted from before the first turn to SETTLE_MS
- * after the last: work left over when a server's turn ends is still its own.
+ * Loads both servers in turn, a second at a time (`order` says which goes first), until each has had
+ * `seconds`: a busy moment of this shared machine falls on both alike. CPU is counted from before the
+ * first turn to SETTLE_MS after the last: work left over when a server's turn ends is still its own.
+ * `unexpected` counts the responses other than `status`, and socket errors.
  */
-async function loadInTurns(servers: RunningServer[], requests: autocannon.Request[], seconds: number) {
-  const turns = servers.map((server) => ({ server, cpuMs: server.cpuMs(), parts: [] as Measurement[], latencies: [] }));
+async function loadInTurns(
+  servers: Record<Role, RunningServer>,
+  order: Role[],
+  requests: autocannon.Request[],
+  seconds: number,
+  status?: number,
+): Promise<Record<Role, Figures>> {
+  const cpuMs = { project: servers.project.cpuMs(), baseline: servers.baseline.cpuMs() };
+  const tallies = { project: newTally(), baseline: newTally() };
   for (let second = 0; second < seconds; second += 1) {
-    for (const { server, parts, latencies } of turns) {
-      const { origin } = server;
-      parts.push(await applyLoad({ origin, requests, seconds: 1, connections: settings.connections, latencies }));
-    }
+    for (const role of order)
+      await applyLoad({ origin: servers[role].origin, requests, seconds: 1, connections }, tallies[role]);
   }
   await sleep(SETTLE_MS);
-  return turns.map(({ server, cpuMs, parts, latencies }) => {
-    const measurement = combineLoads(parts, latencies);
-    return { measurement, cpuUsPerRequest: ((server.cpuMs() - cpuMs) * 1000) / measurement.responses };
-  });
+  const figures = (role: Role): Figures => {
+    const { rps, p50Ms, p99Ms, responses, statuses, errors } = measure(tallies[role]);
+    const cpuUs = ((servers[role].cpuMs() - cpuMs[role]) * 1000) / responses;
+    return { rps, p50Ms, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+  };
+  return { project: figures('project'), baseline: figures('baseline') };
 }
 
 /**
@@ -72,38 +79,32 @@ async function loadInTurns(servers: RunningServer[], requests: autocannon.Reques
  * alike (checked in round 1), are warmed up with the reads mixed, then each scenario is measured on
  * both in turn, reads first so they see the table as seeded. Which server goes first alternates.
  */
-async function benchRound(specs: Record<Role, ServerSpec>, { prepared, chosen }: TableScenarios, round: number) {
-  const { seeded, context } = prepared;
-  const table = label(context.pets);
-  log(`${specs.project.name} vs ${specs.baseline.name}, ${table}, round ${round}/${settings.rounds}`);
-  const reads = chosen.filter((scenario) => scenario.writes !== true);
-  const ordered = [...reads, ...chosen.filter((scenario) => scenario.writes === true)];
-  const roles: Role[] = round % 2 === 1 ? ['project', 'baseline'] : ['baseline', 'project'];
-  const [first = 'project', second = 'baseline'] = roles;
-  const runs: ScenarioRun[] = [];
-  const lives: ServerLife[] = [];
-  await withServer(specs[first], seeded, join(dir, first), (one) =>
-    withServer(specs[second], seeded, join(dir, second), async (other) => {
-      const servers = [one, other];
-      for (const scenario of round === 1 ? chosen : []) {
-        const [a, b] = await Promise.all(servers.map(({ origin }) => probe(origin, scenario, context)));
+async function benchRound(specs: Record<Role, ServerSpec>, { table, scenarios }: TableScenarios, round: number) {
+  const tableName = label(table.pets);
+  log(`${specs.project.name} vs ${specs.baseline.name}, ${tableName}, round ${round}/${settings.rounds}`);
+  const reads = scenarios.filter((scenario) => scenario.writes !== true);
+  const ordered = [...reads, ...scenarios.filter((scenario) => scenario.writes === true)];
+  const order: [Role, Role] = round % 2 === 1 ? ['project', 'baseline'] : ['baseline', 'project'];
+  const [first, second] = order;
+  return withServer(specs[first], table, join(dir, first), (one) =>
+    withServer(specs[second], table, join(dir, second), async (other) => {
+      const servers = first === 'project' ? { project: one, baseline: other } : { project: other, baseline: one };
+      for (const scenario of round === 1 ? scenarios : []) {
+        const [a, b] = await Promise.all([one, other].map(({ origin }) => probe(origin, scenario, table)));
         if (a !== b) throw new Error(`The servers answer ${scenario.name} differently:\n  ${a}\n  ${b}`);
       }
-      const mix = reads.map((scenario) => loadRequest(scenario, context));
-      if (settings.warmupSeconds > 0) await loadInTurns(servers, mix, settings.warmupSeconds);
+      const mix = reads.map((scenario) => loadRequest(scenario, table));
+      if (settings.warmupSeconds > 0) await loadInTurns(servers, order, mix, settings.warmupSeconds);
+      const runs: RoundRun[] = [];
       for (const scenario of ordered) {
-        const results = await loadInTurns(servers, [loadRequest(scenario, context)], settings.seconds);
-        for (const [i, { measurement, cpuUsPerRequest }] of results.entries()) {
-          const unexpected = measurement.responses - (measurement.statuses[String(scenario.expect.status)] ?? 0);
-          const run = { table, scenario: scenario.name, round, measurement, cpuUsPerRequest, unexpected };
-          runs.push({ ...run, server: roles[i] ?? first });
-        }
+        const requests = [loadRequest(scenario, table)];
+        const figures = await loadInTurns(servers, order, requests, settings.seconds, scenario.expect.status);
+        runs.push({ table: tableName, scenario: scenario.name, ...figures });
       }
-      for (const [i, { startupMs, peakRssMb }] of servers.entries())
-        lives.push({ server: roles[i] ?? first, startupMs, peakRssMb: peakRssMb() });
+      const life = ({ startupMs, peakRssMb }: RunningServer) => ({ startupMs, peakRssMb: peakRssMb() });
+      return { runs, lives: { project: life(servers.project), baseline: life(servers.baseline) } };
     }),
   );
-  return { runs, lives };
 }
 
 /**
@@ -112,31 +113,31 @@ async function benchRound(specs: Record<Role, ServerSpec>, { prepared, chosen }:
  */
 async function compare(name: string, baseline: ServerSpec, tables: TableScenarios[], limits: Limits) {
   const specs = { project: PROJECT, baseline };
-  const runs: ScenarioRun[] = [];
-  const lives: ServerLife[] = [];
+  const runs: RoundRun[] = [];
+  const lives: ServerLives[] = [];
   for (let round = 1; round <= settings.rounds; round += 1) {
     for (const table of tables) {
       const measured = await benchRound(specs, table, round);
       runs.push(...measured.runs);
-      lives.push(...measured.lives);
+      lives.push(measured.lives);
     }
   }
-  const names = { project: specs.project.name, baseline: specs.baseline.name };
+  const names = { project: PROJECT.name, baseline: baseline.name };
   const rows = report.summarise(runs);
   const lines = [`${name}: ${names.project} vs ${names.baseline}`, report.livesLine(lives, names)];
   return { name, lines, rows, checks: report.comparisonChecks(rows, limits, names), lives };
 }
 
-async function seed(backend: Backend, pets: number): Promise<PreparedTable> {
+async function seed(backend: Backend, pets: number): Promise<Table> {
   log(`${backend.name}: seeding ${pets.toLocaleString('en-US')} pets`);
-  return prepareTable(backend, dir, pets);
+  return backend.seed(dir, pets);
 }
 
 /** Every scenario on the 10k table, and the reads also on the 1M one unless BENCH_SCALE=0. */
-async function tables(backend: Backend, small: PreparedTable): Promise<TableScenarios[]> {
+async function tables(backend: Backend, small: Table): Promise<TableScenarios[]> {
   const atScale = SCENARIOS.filter((scenario) => scenario.atScale);
-  const large = settings.scale ? [{ prepared: await seed(backend, LARGE), chosen: atScale }] : [];
-  return [{ prepared: small, chosen: SCENARIOS }, ...large];
+  const large = settings.scale ? [{ table: await seed(backend, LARGE), scenarios: atScale }] : [];
+  return [{ table: small, scenarios: SCENARIOS }, ...large];
 }
 
 async function main(): Promise<void> {
@@ -150,8 +151,8 @@ async function main(): Promise<void> {
       results.push({ ...sqlite, checks: [...sqlite.checks, ...report.serverChecks(sqlite.lives)] });
     }
     if (parts.has('metrics')) {
-      const chosen = selectScenarios(['get-one', 'no-key-401']);
-      results.push(await compare('metrics', NO_METRICS, [{ prepared: small, chosen }], METRICS_LIMITS));
+      const scenarios = ['get-one', 'no-key-401'].map(scenarioNamed);
+      results.push(await compare('metrics', NO_METRICS, [{ table: small, scenarios }], METRICS_LIMITS));
     }
     if (parts.has('overload')) {
       log('load held: get-one at half and twice capacity, with and without overload protection');
@@ -159,7 +160,8 @@ async function main(): Promise<void> {
     }
   }
   if (parts.has('postgres')) {
-    const backend = await postgresBackend(undefined, log);
+    log('PostgreSQL: starting an embedded server');
+    const backend = await postgresBackend();
     try {
       const small = await seed(backend, SMALL);
       results.push(await compare('PostgreSQL', BASELINE, await tables(backend, small), POSTGRES_LIMITS));
@@ -167,9 +169,7 @@ async function main(): Promise<void> {
       await backend.close();
     }
   }
-  const checks = results.flatMap(({ name, checks }) =>
-    checks.map((one) => ({ ...one, target: `${name}: ${one.target}` })),
-  );
+  const checks = results.flatMap(({ name, checks }) => checks.map((one) => ({ ...one, line: `${name}: ${one.line}` })));
   const lines = [
     `Machine: ${report.machine()}`,
     ...results.flatMap(({ lines }) => ['', ...lines]),

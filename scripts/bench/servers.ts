@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { projectRoot } from '../../src/paths.js';
 import { freePort } from '../local-servers.js';
-import type { SeededTable } from './table.js';
+import type { Table } from './tables.js';
 
 export interface ServerSpec {
   /** As the report names it. */
@@ -37,10 +37,9 @@ export interface RunningServer {
   cpuMs: () => number;
 }
 
+/** How instructions.ts runs a server: node under valgrind (`launcher`), with extra node flags. */
 export interface StartOptions {
-  /** Extra node flags, e.g. --perf-basic-prof. */
   nodeFlags?: string[];
-  /** A command to run node under, with its options (valgrind's). */
   launcher?: string[];
   startupLimitMs?: number;
 }
@@ -57,19 +56,18 @@ function cpuMsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
 }
 
-/** Runs a server on a fresh copy of the seeded table (in `dir`) for as long as `use` takes, then SIGTERM. */
+/** Runs a server on a fresh copy of `table` (in `dir`) for as long as `use` takes, then SIGTERM. */
 export async function withServer<T>(
   spec: ServerSpec,
-  seeded: SeededTable,
+  table: Table,
   dir: string,
   use: (server: RunningServer) => Promise<T>,
   { nodeFlags = [], launcher = [], startupLimitMs = 20_000 }: StartOptions = {},
 ): Promise<T> {
-  const database = await seeded.freshCopy(dir);
+  const database = await table.freshCopy(dir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const node = [process.execPath, ...nodeFlags, join(projectRoot, ENTRY[spec.kind])];
-  const [command = '', ...args] = [...launcher, ...node];
+  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, ENTRY[spec.kind])];
   const spawnedAt = performance.now();
   const child = spawn(command, args, {
     env: {
@@ -91,7 +89,7 @@ export async function withServer<T>(
   const exited = new Promise((resolve) => child.once('exit', resolve));
   try {
     const pid = child.pid ?? NaN;
-    const headers = { authorization: `Bearer ${seeded.key}` };
+    const headers = { authorization: `Bearer ${table.key}` };
     for (;;) {
       if (child.exitCode !== null) throw new Error(`${spec.name} server exited while starting: ${stderr}`);
       if (performance.now() - spawnedAt > startupLimitMs)
