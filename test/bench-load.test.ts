@@ -36,7 +36,7 @@ t.test("closed-loop turns add up in one tally, leaving out each connection's fir
   await applyLoad(load, tally);
   const responses = tally.statuses['200'] ?? 0;
   t.ok(first > 0 && responses > first, `the second turn adds to the first: ${first}, then ${responses}`);
-  t.ok(Math.abs(tally.seconds - 2) < 0.2, `two turns of a second: ${tally.seconds} s`);
+  t.ok(Math.abs(tally.seconds - 2) < 0.5, `two turns of a second: ${tally.seconds} s`);
   t.equal(tally.latencies.length, responses - 2 * 2, 'two turns of two connections: four first responses');
   t.ok(responses <= answered && answered <= responses + 2 * 2, 'what the server answered, but for the last in flight');
 });
