@@ -51,7 +51,7 @@ t.test('/readyz answers 503 while the database cannot be written, and recovers',
   t.equal(blocked.headers['retry-after'], '2');
   t.equal(blocked.headers['content-type'], 'application/json; charset=utf-8');
   t.equal((await api.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process is still alive');
-  // SQLite waits its busy timeout (5 s) for the lock first; PostgreSQL refuses at once.
+  // SQLite waits its busy timeout (0.25 s) for the lock first; PostgreSQL refuses at once.
   const write = await api.request({
     method: 'POST',
     url: '/v1/pets',
@@ -65,4 +65,34 @@ t.test('/readyz answers 503 while the database cannot be written, and recovers',
   t.equal((await ready()).statusCode, 200, 'ready again once the database is');
   const pets = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(pets.statusCode, 200, 'and the API works');
+});
+
+t.test('SQLite locked by another process: writes are 503s at once and the process keeps answering', async (t) => {
+  if (backend !== 'sqlite') return;
+  const { fault } = await faultyDatabase(t);
+  const api = await startApi(t);
+  const before = (await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).json();
+  const repair = await fault(api);
+  const write = () =>
+    api.request({ method: 'POST', url: '/v1/pets', headers: api.auth, payload: { name: 'x', categoryId: 1 } });
+  const started = performance.now();
+  // The waits for the lock block the event loop: queued behind five writes, /healthz would wait
+  // 25 s with a 5 s busy timeout. One write waits the busy timeout; the next ones do not wait.
+  const writes = await Promise.all([write(), write(), write(), write(), write()]);
+  const health = await api.app.inject({ method: 'GET', url: '/healthz' });
+  const elapsed = performance.now() - started;
+  t.equal(health.statusCode, 200);
+  t.same(
+    writes.map((w) => [w.statusCode, w.headers['retry-after']]),
+    Array.from({ length: 5 }, () => [503, '2']),
+  );
+  t.ok(elapsed < 2_000, `five refused writes and /healthz took ${Math.round(elapsed)} ms, under 2 s`);
+  const list = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.equal(list.statusCode, 200, 'reads go on while the lock is held');
+
+  await repair();
+  // The writes of the next 2 s do not wait for the lock; after that they wait again, and succeed.
+  await new Promise((resolve) => setTimeout(resolve, 2_100));
+  t.same((await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).json(), before, 'nothing written');
+  t.equal((await write()).statusCode, 201, 'writes again once the lock is let go');
 });

@@ -13,7 +13,7 @@ import type {
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
 import type { PathTable } from '../path-table.js';
-import { StorageUnavailableError } from '../storage/types.js';
+import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 
 export interface ErrorsOptions {
   paths: PathTable;
@@ -51,9 +51,6 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (status >= 400 && status < 500) return new ApiError(400, 'invalid_request', error.message);
   return new ApiError(500, 'internal_error', 'Internal server error');
 }
-
-/** Seconds a client should wait before retrying while the database cannot serve. */
-export const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 export function databaseUnavailable(): ApiError {
   return new ApiError(503, 'service_unavailable', 'The database is not available; retry shortly', {

@@ -94,9 +94,12 @@ export interface PoolStats {
   waiting: number;
 }
 
+/** Seconds a client should wait before retrying while the database cannot serve. */
+export const DATABASE_RETRY_AFTER_SECONDS = 2;
+
 /**
  * The database cannot serve now (unreachable, restarting, overloaded, timed out): a 503 with
- * Retry-After, not a 500. Nothing the request sent caused it.
+ * Retry-After (DATABASE_RETRY_AFTER_SECONDS), not a 500. Nothing the request sent caused it.
  */
 export class StorageUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { migrationsDir } from '../../paths.js';
 import {
   type Account,
+  DATABASE_RETRY_AFTER_SECONDS,
   type AccountRepository,
   type ApiKeyInfo,
   type CreateOutcome,
@@ -30,8 +31,14 @@ export interface SqliteOptions {
   now?: () => number;
 }
 
-const BUSY_TIMEOUT_MS = 5000;
-const PING_BUSY_TIMEOUT_MS = 200;
+/**
+ * How long a write waits for another process's write lock (the CLI's are a few milliseconds). The
+ * wait blocks the event loop, so it is short, and once one write has found the lock held past it,
+ * the writes of the next LOCKED_FOR_MS do not wait at all: they are 503s at once while reads,
+ * which SQLite's WAL mode never blocks, and /healthz go on being answered.
+ */
+const BUSY_TIMEOUT_MS = 250;
+const LOCKED_FOR_MS = DATABASE_RETRY_AFTER_SECONDS * 1000;
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
 const KEY_COLUMNS = 'id, account_id AS accountId, prefix, created_at AS createdAt, revoked_at AS revokedAt';
@@ -43,33 +50,43 @@ export function openSqlite(options: SqliteOptions): Storage {
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);
   db.pragma('foreign_keys = ON');
-  // The CLI may write while the server runs: wait for the lock rather than fail.
+  // The CLI may write while the server runs: wait a moment for the lock rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   migrate(db, migrationsDir('sqlite'));
+  const lock = new LockWait(db);
 
   return {
-    pets: unavailableWhenBusy(petRepository(db, options.now ?? Date.now)),
-    accounts: unavailableWhenBusy(accountRepository(db)),
-    // Ready means writable: take the write lock and let go, waiting at most a moment for it.
-    ping: async () => {
-      db.pragma(`busy_timeout = ${PING_BUSY_TIMEOUT_MS}`);
-      try {
-        db.exec('BEGIN IMMEDIATE; ROLLBACK');
-      } finally {
-        if (db.open) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      }
-    },
+    pets: unavailableWhenBusy(petRepository(db, options.now ?? Date.now), lock),
+    accounts: unavailableWhenBusy(accountRepository(db), lock),
+    // Ready means writable: take the write lock and let go.
+    ping: unavailableWhenBusy({ ping: async () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock).ping,
     close: async () => {
       if (db.open) db.close();
     },
   };
 }
 
+/** After a write found the lock held past BUSY_TIMEOUT_MS: the next writes, for LOCKED_FOR_MS, do not wait. */
+class LockWait {
+  #restore: NodeJS.Timeout | undefined;
+
+  constructor(private readonly db: Database.Database) {}
+
+  held(): void {
+    if (this.#restore !== undefined) return;
+    this.db.pragma('busy_timeout = 0');
+    this.#restore = setTimeout(() => {
+      this.#restore = undefined;
+      if (this.db.open) this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    }, LOCKED_FOR_MS).unref();
+  }
+}
+
 /**
- * Another process holding the write lock past the busy timeout (a long migration, a backup) is the
- * database unable to serve now, a 503, not a fault of the request.
+ * Another process holding the write lock (a long migration, a VACUUM) is the database unable to
+ * serve now, a 503, not a fault of the request.
  */
-function unavailableWhenBusy<T extends object>(repository: T): T {
+function unavailableWhenBusy<T extends object>(repository: T, lock: LockWait): T {
   const wrapped: Record<string, unknown> = {};
   for (const [name, method] of Object.entries(repository)) {
     wrapped[name] = async (...args: unknown[]) => {
@@ -77,6 +94,7 @@ function unavailableWhenBusy<T extends object>(repository: T): T {
         return await (method as (...args: unknown[]) => Promise<unknown>)(...args);
       } catch (error) {
         if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
+          lock.held();
           throw new StorageUnavailableError('SQLite is locked by another process', { cause: error });
         }
         throw error;
