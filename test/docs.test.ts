@@ -10,11 +10,12 @@ import { contract } from './helpers/contract.js';
 // assertConforms knows only the contract's operations, so it expects 404 anywhere else: the
 // Error answers below go through api.request(); the documents and pages are checked here.
 
-const committed = parse(readFileSync(contractPath, 'utf8')) as { servers: unknown[] };
+const committed = parse(readFileSync(contractPath, 'utf8')) as { servers: { url: string; description: string }[] };
 
 /** The committed contract with this instance named first. */
 function servedFor(instanceUrl: string) {
-  return { ...committed, servers: [{ url: instanceUrl, description: 'This instance' }, ...committed.servers] };
+  const others = committed.servers.filter((server) => server.url !== instanceUrl);
+  return { ...committed, servers: [{ url: instanceUrl, description: 'This instance' }, ...others] };
 }
 
 const formats: { path: string; type: RegExp; parse: (text: string) => unknown }[] = [
@@ -52,6 +53,18 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
     t.strictSame(format.parse(response.body), servedFor('https://pets.example/store/v1'), format.path);
   }
 
+  // `npm start`'s address is in the contract already: served once, as this instance.
+  const local = await buildApp({ contract, storage: api.storage, publicUrl: 'http://127.0.0.1:3000' });
+  t.teardown(() => local.close());
+  const { servers } = JSON.parse((await local.inject({ url: '/v1/openapi.json' })).body) as typeof committed;
+  t.same(
+    servers.map((server) => [server.url, server.description]),
+    [
+      ['http://127.0.0.1:3000/v1', 'This instance'],
+      ...committed.servers.slice(0, -1).map((server) => [server.url, server.description]),
+    ],
+  );
+
   for (const publicUrl of [
     'pets.example',
     'ftp://pets.example',
@@ -62,6 +75,13 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
       buildApp({ contract, storage: api.storage, publicUrl }),
       /PUBLIC_URL must be an http or https URL/,
       publicUrl,
+    );
+  }
+  for (const publicUrl of ['https://pets.example/v1', 'https://pets.example/store/v1/']) {
+    await t.rejects(
+      buildApp({ contract, storage: api.storage, publicUrl }),
+      /PUBLIC_URL is where clients reach the server, without \/v1/,
+      `${publicUrl}: the API would be served as .../v1/v1`,
     );
   }
 });

@@ -84,6 +84,9 @@ t.test(
     assertConforms('GET', '/v1/pets', response);
     t.equal(response.statusCode, 200);
     t.same(JSON.parse(response.body), []);
+    const served = await getOverTls(`${server.baseUrl}/openapi.json`, {});
+    const { servers } = JSON.parse(served.body) as { servers: { url: string }[] };
+    t.equal(servers[0]?.url, server.baseUrl, 'the served contract names this instance by https');
     await t.rejects(fetch(server.baseUrl.replace('https:', 'http:')), 'plain HTTP is not spoken');
     t.equal(await server.stop(), 0);
     t.match(server.output(), /"client":"203\.0\.113\.7"/, 'the log line names the client, not the proxy');

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -61,7 +62,8 @@ function swaggerInitializer(uiConfig: object, contractUrl: string): string {
 `;
 }
 
-export function normalisePublicUrl(value: string): string {
+/** PUBLIC_URL without a trailing slash; the API's base path is added to it, so it must not end with it. */
+function normalisePublicUrl(value: string, basePath: string): string {
   const url = URL.canParse(value) ? new URL(value) : undefined;
   if (
     url === undefined ||
@@ -73,14 +75,20 @@ export function normalisePublicUrl(value: string): string {
   ) {
     throw new Error(`PUBLIC_URL must be an http or https URL without credentials, query or fragment; got "${value}"`);
   }
-  return url.href.replace(/\/+$/, '');
+  const href = url.href.replace(/\/+$/, '');
+  if (href.endsWith(basePath)) {
+    throw new Error(`PUBLIC_URL is where clients reach the server, without ${basePath} (added to it); got "${value}"`);
+  }
+  return href;
 }
 
-/** `http://127.0.0.1:3000` for the bound socket; a wildcard bind is named by its loopback address. */
-function listeningOrigin(address: AddressInfo | string | null): string | undefined {
+/** `http://127.0.0.1:3000` for the bound socket (https when it speaks TLS); a wildcard bind is named by its loopback address. */
+function listeningOrigin(server: FastifyInstance['server']): string | undefined {
+  const address: AddressInfo | string | null = server.address();
   if (address === null || typeof address === 'string') return undefined;
   const host = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : address.address;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
+  const scheme = server instanceof TlsServer ? 'https' : 'http';
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
 }
 
 function represent(body: string, contentType: string): Representation {
@@ -91,7 +99,14 @@ function publish(document: OpenApiDocument, instanceUrl: string | undefined): Pu
   const served =
     instanceUrl === undefined
       ? document
-      : { ...document, servers: [{ url: instanceUrl, description: 'This instance' }, ...(document.servers ?? [])] };
+      : {
+          ...document,
+          servers: [
+            { url: instanceUrl, description: 'This instance' },
+            // The contract's own entry for `npm start` names the same address: once is enough.
+            ...(document.servers ?? []).filter((server) => server.url !== instanceUrl),
+          ],
+        };
   return {
     document: served,
     json: represent(JSON.stringify(served), 'application/json; charset=utf-8'),
@@ -125,10 +140,10 @@ async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOpt
   // cacheable, so one client could poison what a shared cache hands to others. Without a
   // configured public URL, the bound address is read per request, because the app is built
   // before it listens (on port 0 in tests).
-  const configured = publicUrl === undefined ? undefined : normalisePublicUrl(publicUrl);
+  const configured = publicUrl === undefined ? undefined : normalisePublicUrl(publicUrl, contract.basePath);
   let cache: { origin: string | undefined; published: Published } | undefined;
   const current = (): Published => {
-    const origin = configured ?? listeningOrigin(app.server.address());
+    const origin = configured ?? listeningOrigin(app.server);
     if (cache === undefined || cache.origin !== origin) {
       const instanceUrl = origin === undefined ? undefined : `${origin}${contract.basePath}`;
       cache = { origin, published: publish(contract.document, instanceUrl) };
