@@ -25,7 +25,8 @@ export interface Config {
   metrics: { host: string; port: number } | undefined;
 }
 
-const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
+// Not OFF: a power loss could then corrupt the database, against the durability the README promises.
+const SYNCHRONOUS_MODES: readonly SynchronousMode[] = ['NORMAL', 'FULL', 'EXTRA'];
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** `DATABASE_URL` as a SQLite path, optionally written as `file:path`, `sqlite:path` or `sqlite://path`. */

@@ -15,6 +15,11 @@ t.test('LOG_LEVEL and SQLITE_SYNCHRONOUS are taken in any case', async (t) => {
   t.equal(loadConfig({ LOG_LEVEL: 'INFO' }).logLevel, 'info');
   t.match(loadConfig({ SQLITE_SYNCHRONOUS: 'full' }).database, { engine: 'sqlite', synchronous: 'FULL' });
   t.throws(() => loadConfig({ LOG_LEVEL: 'loud' }), /LOG_LEVEL must be one of/);
+  t.throws(
+    () => loadConfig({ SQLITE_SYNCHRONOUS: 'off' }),
+    /SQLITE_SYNCHRONOUS must be one of NORMAL, FULL, EXTRA/,
+    'OFF is refused: a power loss could corrupt the database',
+  );
 });
 
 t.test('an empty variable is its default, never something wider', async (t) => {

@@ -20,7 +20,7 @@ import {
 } from '../types.js';
 import { migrate } from './migrate.js';
 
-export type SynchronousMode = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+export type SynchronousMode = 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:`. */
