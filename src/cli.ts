@@ -26,10 +26,16 @@ async function requireAccount(storage: Storage, name: string | undefined) {
 async function run(storage: Storage, args: string[], out: (line: string) => void): Promise<void> {
   const [noun, verb, argument] = args;
   switch ([noun, verb].filter((word) => word !== undefined).join(' ')) {
-    case 'migrate':
+    case 'migrate': {
       // Opening the storage applied them.
-      out('the database schema is up to date');
+      const applied = storage.migrationsApplied;
+      out(
+        applied === 0
+          ? 'nothing to apply: the database schema was up to date'
+          : `applied ${applied} migration${applied === 1 ? '' : 's'}: the database schema is up to date`,
+      );
       return;
+    }
     case 'accounts create': {
       const name = argument?.trim();
       if (name === undefined || name === '' || name.length > 100)
@@ -63,6 +69,8 @@ async function run(storage: Storage, args: string[], out: (line: string) => void
       return;
     }
     default:
+      if (noun === 'accounts' || noun === 'keys')
+        throw new UsageError(`"${args.join(' ')}": see the ${noun} commands below`);
       throw new UsageError(noun === undefined ? 'missing command' : `unknown command "${args.join(' ')}"`);
   }
 }

@@ -53,4 +53,17 @@ t.test('the petstore command explains mistakes', async (t) => {
   t.equal(missing.code, 1);
   t.match(missing.stderr, /no key with id 999/);
   t.equal((await runCli(['frobnicate'], env)).code, 2);
+  const bareNoun = await runCli(['keys'], env);
+  t.equal(bareNoun.code, 2);
+  t.match(bareNoun.stderr, /"keys": see the keys commands below/);
+});
+
+t.test('petstore migrate says what it applied', async (t) => {
+  const env = { DATABASE_URL: await newDatabase(t) };
+  const first = await runCli(['migrate'], env);
+  t.equal(first.code, 0, first.stderr);
+  t.match(first.stdout, /^applied \d+ migrations?: the database schema is up to date$/m);
+  const again = await runCli(['migrate'], env);
+  t.equal(again.code, 0, again.stderr);
+  t.match(again.stdout, /^nothing to apply: the database schema was up to date$/m);
 });

@@ -59,6 +59,7 @@ export function instrumentStorage(storage: Storage, metrics: Metrics): Storage {
   return {
     pets: instrumentRepository(storage.pets, 'pets', metrics),
     accounts: instrumentRepository(storage.accounts, 'accounts', metrics),
+    migrationsApplied: storage.migrationsApplied,
     ping: () => storage.ping(),
     close: () => storage.close(),
     ...(pooled ? { stats } : {}),

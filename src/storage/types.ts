@@ -78,6 +78,8 @@ export interface AccountRepository {
 export interface Storage {
   pets: PetRepository;
   accounts: AccountRepository;
+  /** How many migrations opening it applied (0: the schema was up to date). */
+  migrationsApplied: number;
   /** Throws when the database cannot be used. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -139,8 +139,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   // An idle connection the server dropped is discarded by the pool; without a listener it would
   // be an uncaught error.
   pool.on('error', (error) => options.onIdleError?.(error));
+  let migrationsApplied: number;
   try {
-    await migrate(pool, migrationsDir('postgres'));
+    migrationsApplied = await migrate(pool, migrationsDir('postgres'));
   } catch (error) {
     await pool.end();
     throw error;
@@ -154,6 +155,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   return {
     pets: petRepository(pool, now),
     accounts: accountRepository(pool),
+    migrationsApplied,
     // Ready means writable: a replica, or a primary being demoted, is not.
     ping: async () => {
       const status = await firstRow<{ readOnly: boolean }>(pool, {

@@ -52,12 +52,13 @@ export function openSqlite(options: SqliteOptions): Storage {
   db.pragma('foreign_keys = ON');
   // The CLI may write while the server runs: wait a moment for the lock rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  migrate(db, migrationsDir('sqlite'));
+  const migrationsApplied = migrate(db, migrationsDir('sqlite'));
   const lock = new LockWait(db);
 
   return {
     pets: unavailableWhenBusy(petRepository(db, options.now ?? Date.now), lock),
     accounts: unavailableWhenBusy(accountRepository(db), lock),
+    migrationsApplied,
     // Ready means writable: take the write lock and let go.
     ping: unavailableWhenBusy({ ping: async () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock).ping,
     close: async () => {
