@@ -1,7 +1,7 @@
 /**
  * `node dist/scripts/bench/instructions.js [scenario]`: main-thread instructions per response of the
  * project and of INSTRUCTIONS_AGAINST, each under valgrind's callgrind, and the functions whose counts
- * differ most (BENCHMARKS.md, "What is measured"). A count, not a time: it does not move with the
+ * differ most (docs/performance.md). A count, not a time: it does not move with the
  * machine's other tenants. JavaScript is named through `node --perf-basic-prof`.
  */
 import { spawnSync } from 'node:child_process';

@@ -21,10 +21,9 @@ export interface OverloadSettings {
 }
 
 /**
- * A request read 25 ms into a saturated turn is shed. 10 ms held the served p99 at twice the load
- * a little lower (5.0x the half load's against 5.6x) but also shed ~2% of a closed loop of 50
- * clients listing 100 pets, a server merely at capacity; 25 ms shed none of it (BENCHMARKS.md,
- * "Load held").
+ * A request read 25 ms into a saturated turn is shed. 10 ms served twice the load no faster (p99
+ * 108 against 113 ms) but also shed ~2% of a closed loop of 50 clients listing 100 pets, a server
+ * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held").
  */
 export const DEFAULT_OVERLOAD: OverloadSettings = {
   maxEventLoopDelayMs: 25,
