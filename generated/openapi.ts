@@ -129,10 +129,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The API key is missing, malformed, unknown or revoked. */
+        /**
+         * @description The API key is missing, malformed, unknown or revoked. The RateLimit headers count this
+         *     client address's failed authentications.
+         */
         Unauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -160,8 +166,9 @@ export interface components {
         };
         /**
          * @description Too many requests. Each API key may make `RATE_LIMIT_PER_MINUTE` requests a minute
-         *     (default 1000); each client address may fail authentication 30 times a minute, after which
-         *     it gets 429 instead of 401 until the window resets.
+         *     (default 1000); each client address may fail authentication `AUTH_FAILURES_PER_MINUTE`
+         *     times a minute (default 30), after which it gets 429 instead of 401 until the window resets.
+         *     The RateLimit headers describe the limit that refused the request.
          */
         RateLimited: {
             headers: {
@@ -278,7 +285,11 @@ export interface components {
         SuccessorLink: string;
         /** @description `Bearer realm="petstore"`, with `error="invalid_token"` when a token was sent (RFC 6750). */
         WWWAuthenticate: string;
-        /** @description Requests allowed per window for this API key (`RATE_LIMIT_PER_MINUTE`, default 1000 a minute). */
+        /**
+         * @description Requests allowed a minute under the limit that counted this request: per API key
+         *     (`RATE_LIMIT_PER_MINUTE`, default 1000) on an authenticated request; failed
+         *     authentications per client address (`AUTH_FAILURES_PER_MINUTE`, default 30) on a 401.
+         */
         RateLimitLimit: number;
         /** @description Requests left in the current window. */
         RateLimitRemaining: number;
@@ -434,10 +445,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The API key is missing, malformed, unknown or revoked. */
+            /**
+             * @description The API key is missing, malformed, unknown or revoked. The RateLimit headers count this
+             *     client address's failed authentications.
+             */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["SuccessorLink"];
@@ -460,9 +477,50 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            /** @description Too many requests (see the RateLimited response). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected failure in the service; the message reveals nothing of it. */
+            500: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The service cannot answer now (see the ServiceUnavailable response). A request shed
+             *     under overload is answered before it is routed, without the deprecation headers.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
 }

@@ -210,7 +210,17 @@ export async function buildApp({
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
   // Shedding comes before fastify sees the request: a shed must cost as little as possible.
-  await app.register(overload, { settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
+  const deprecation = deprecationHeaders(`${contract.basePath}/pets`);
+  const deprecationPairs = Object.entries(deprecation).flat();
+  await app.register(overload, {
+    settings: overloadSettings,
+    metrics,
+    requestId,
+    bodyLimit: BODY_LIMIT,
+    // Every answer of a deprecated operation says so, a shed one too.
+    headersFor: (request) =>
+      paths.match(request.url ?? '')?.operations.get(request.method ?? '')?.deprecated === true ? deprecationPairs : [],
+  });
   await app.register(framing);
   await app.register(errors, { paths, onUnmatchedResponse });
   await app.register(jsonBody);
@@ -226,7 +236,7 @@ export async function buildApp({
   const authenticate = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey });
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
-  const addDeprecationHeaders = markDeprecated(deprecationHeaders(`${contract.basePath}/pets`));
+  const addDeprecationHeaders = markDeprecated(deprecation);
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
   const [mockFor, responseCheck] = development
     ? await Promise.all([

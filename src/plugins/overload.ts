@@ -44,6 +44,8 @@ export interface OverloadOptions {
   requestId: (request: IncomingMessage) => string;
   /** Past this, a shed request's body is not read: its connection is closed after the 503. */
   bodyLimit: number;
+  /** Headers a shed request's 503 carries besides its own, as [name, value, ...]: a deprecated operation's. */
+  headersFor?: (request: IncomingMessage) => readonly string[];
 }
 
 declare module 'fastify' {
@@ -149,7 +151,7 @@ class TurnWatch {
  */
 async function overloadPlugin(
   app: FastifyInstance,
-  { settings, metrics, requestId, bodyLimit }: OverloadOptions,
+  { settings, metrics, requestId, bodyLimit, headersFor }: OverloadOptions,
 ): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
     app.decorate('isUnderPressure', () => false);
@@ -206,7 +208,9 @@ async function overloadPlugin(
     countShed(methodLabel(request.method));
     const closing = moreBodyThan(request, () => bodyLimit);
     if (closing) closeLingeringAfterAnswer(request.socket);
-    const written = closing ? closingHeaders : shedHeaders;
+    const own = closing ? closingHeaders : shedHeaders;
+    const extra = headersFor?.(request) ?? [];
+    const written = extra.length === 0 ? own : [...extra, ...own];
     written[written.length - 1] = requestId(request);
     response.writeHead(503, written).end(body);
   };
