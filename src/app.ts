@@ -19,7 +19,7 @@ import docs from './plugins/docs.js';
 import errors, { clientErrorHandlerWith, frameworkErrors, refusals, type RequestHook } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
-import jsonBody from './plugins/json-body.js';
+import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator } from './plugins/validation.js';
@@ -259,7 +259,7 @@ export async function buildApp({
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         operationHooks.set(operationId, onRequest);
-        const preParsing = operation.takesBody ? [continueBeforeBody] : [];
+        const preParsing = operation.takesBody ? [refuseUnreadableBody, continueBeforeBody] : [];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         return { handler, onRequest, preParsing } as unknown as RouteOptions;

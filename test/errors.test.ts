@@ -1,3 +1,4 @@
+import { deflateSync, gzipSync } from 'node:zlib';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
 import { listen, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
@@ -127,6 +128,64 @@ t.test('body limits, media types and malformed JSON answer with Error bodies and
   const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(listed.json<unknown[]>().length, 2, 'only the valid bodies were stored');
 });
+
+t.test(
+  'a compressed body, or a charset other than UTF-8, is a 415 after authentication and stores nothing',
+  async (t) => {
+    const api = await startApi(t);
+    const body = '{"name":"Rex","categoryId":1}';
+    const cases: [string, Record<string, string>, string | Buffer][] = [
+      ['gzip named, body plain', { ...json, 'content-encoding': 'gzip' }, body],
+      ['a real gzip body', { ...json, 'content-encoding': 'gzip' }, gzipSync(body)],
+      ['deflate', { ...json, 'content-encoding': 'deflate' }, deflateSync(body)],
+      ['br, in capitals', { ...json, 'content-encoding': 'BR' }, body],
+      ['identity, then gzip', { ...json, 'content-encoding': 'identity, gzip' }, body],
+      ['UTF-16LE', { 'content-type': 'application/json; charset=utf-16le' }, Buffer.from(body, 'utf16le')],
+      ['Latin-1', { 'content-type': 'application/json;charset=latin1' }, Buffer.from(body, 'latin1')],
+      ['a quoted charset', { 'content-type': 'application/json; charset="ISO-8859-1"' }, body],
+      ['CHARSET in capitals', { 'content-type': 'application/json; CHARSET=us-ascii' }, body],
+      ['an empty charset', { 'content-type': 'application/json; charset=' }, body],
+    ];
+    for (const [what, headers, payload] of cases) {
+      const anonymous = await api.request({ method: 'POST', url: '/v1/pets', headers, payload });
+      t.equal(anonymous.statusCode, 401, `${what}: without a key, the 401 first`);
+      const response = await api.request({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { ...api.auth, ...headers },
+        payload,
+      });
+      t.equal(response.statusCode, 415, what);
+      t.equal(response.json<ErrorBody>().code, 'unsupported_media_type', what);
+      const coded = 'content-encoding' in headers;
+      t.equal(response.headers['accept-encoding'], coded ? 'identity' : undefined, `${what}: Accept-Encoding`);
+      t.equal(
+        response.json<ErrorBody>().message,
+        coded
+          ? 'Content-Encoding is not supported: send the body uncompressed'
+          : 'The body must be UTF-8: a charset parameter, if sent, must be utf-8',
+        what,
+      );
+    }
+    t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 0, 'nothing was stored');
+
+    const accepted: [string, Record<string, string>][] = [
+      ['Content-Encoding: identity', { ...json, 'content-encoding': 'Identity' }],
+      ['charset=UTF-8', { 'content-type': 'application/json; charset=UTF-8' }],
+      ['charset="utf-8"', { 'content-type': 'application/json; charset="utf-8"' }],
+      ['another parameter', { 'content-type': 'application/json; x=latin1' }],
+    ];
+    for (const [what, headers] of accepted) {
+      const response = await api.request({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { ...api.auth, ...headers },
+        payload: body,
+      });
+      t.equal(response.statusCode, 201, what);
+    }
+  },
+);
 
 t.test('a wrong path or method is decided before the body is read or the key checked', async (t) => {
   const api = await startApi(t);
