@@ -39,6 +39,19 @@ t.test('a known path with another method is a 405 with Allow', async (t) => {
   }
 });
 
+t.test('paths served outside the contract answer other methods with a 405 and Allow: GET', async (t) => {
+  const api = await startApi(t);
+  const paths = ['/healthz', '/readyz', '/v1/openapi.json', '/v1/openapi.yaml', '/docs', '/docs/'];
+  for (const url of paths) {
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'HEAD']) {
+      const response = await api.request({ method, url, headers: json, payload: '{' });
+      t.equal(response.statusCode, 405, `${method} ${url}`);
+      t.equal(response.headers.allow, 'GET', `${method} ${url}: Allow`);
+      if (method !== 'HEAD') t.equal(response.json<ErrorBody>().code, 'method_not_allowed');
+    }
+  }
+});
+
 t.test('body limits, media types and malformed JSON answer with Error bodies and store nothing', async (t) => {
   const api = await startApi(t);
   const cases: [string, Record<string, string>, string, number, string][] = [

@@ -347,6 +347,19 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
   // fastify takes any lifecycle hook for the not-found context here, though its types name two.
   const notFoundHooks = { onResponse: options.onUnmatchedResponse } as object;
   app.setNotFoundHandler(notFoundHooks, (request, reply) => send(reply, unroutable(request, options.paths)));
+  // A route on a fixed path outside the contract (/healthz, the contract documents, /docs) gets the
+  // contract's 405 for other methods. A path with a wildcard or parameter (/docs/static/*, files
+  // that may or may not exist) keeps the 404.
+  app.addHook('onRoute', (route) => {
+    const known = options.paths.match(route.url);
+    if (/[:*]/.test(route.url) || (known !== undefined && known.operations.size > 0)) return;
+    const methods = [route.method].flat();
+    options.paths.serve(route.url, methods);
+    // A prefix's root route (`/` in the /docs plugin) is served at `/docs` and, without telling
+    // onRoute, at `/docs/`.
+    if (route.routePath === '' && route.prefixTrailingSlash !== 'no-slash')
+      options.paths.serve(`${route.url}/`, methods);
+  });
   app.addHook('onRequest', function rejectUnroutable(request, _reply, done) {
     done(request.is404 ? unroutable(request, options.paths) : undefined);
   });
