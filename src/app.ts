@@ -16,7 +16,13 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandlerWith, frameworkErrors, refusals, type RequestHook } from './plugins/errors.js';
+import errors, {
+  clientErrorHandlerWith,
+  frameworkErrors,
+  refusals,
+  type RequestHook,
+  serveConnectAsRequest,
+} from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
@@ -204,6 +210,7 @@ export async function buildApp({
   // expectation with an empty 417. Both are served as requests like any other.
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
+  app.server.on('connect', serveConnectAsRequest(app.server));
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
   const refuse = refusals(development);

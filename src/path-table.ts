@@ -42,9 +42,18 @@ export class PathTable {
 
   /** The entry for a URL (query ignored), or undefined when nothing is served on its path. */
   match(url: string): PathEntry | undefined {
-    const path = url.split('?', 1)[0] ?? '';
+    const path = pathOf(url);
     return this.outside.get(path) ?? this.entries.find(({ pattern }) => pattern.test(path));
   }
+}
+
+/**
+ * A request target's path: the query dropped, and an absolute-form target's scheme and host
+ * (`http://host/path`), as the router drops them.
+ */
+export function pathOf(url: string): string {
+  const target = url.split('?', 1)[0] ?? '';
+  return target.startsWith('/') ? target : target.replace(/^https?:\/\/[^/]*/i, '');
 }
 
 function allowOf(methods: Iterable<string>): string {

@@ -318,6 +318,47 @@ t.test("malformed URLs and raw HTTP garbage get Error bodies, never fastify's sh
   t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
 });
 
+t.test('CONNECT is answered like any undeclared method, counted, then the connection closed', async (t) => {
+  const api = await startApi(t, { metrics: true });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const cases: [string, number, string | undefined][] = [
+    ['/v1/pets', 405, 'GET, POST'],
+    ['/healthz', 405, 'GET'],
+    ['/v1/nope', 404, undefined],
+    ['pets.example:443', 400, undefined],
+  ];
+  for (const [target, status, allow] of cases) {
+    // No Connection: close: the answer's end shows the server closed the connection.
+    const response = parseRawResponse(await rawExchange(port, `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`));
+    assertConforms('CONNECT', target, response);
+    t.equal(response.statusCode, status, `CONNECT ${target}`);
+    t.equal(response.headers.allow, allow, `CONNECT ${target}: Allow`);
+    t.equal(response.headers.connection, 'close');
+    t.ok(response.headers['x-request-id'], 'with the headers of any answer');
+  }
+  const text = await api.metrics?.registry.metrics();
+  t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="405"} 2');
+  t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="400"} 1');
+});
+
+t.test('a target in absolute form names its path; one that names no path is a 400', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const cases: [string, string, string, number][] = [
+    ['DELETE', 'http://pets.example/v1/pets', '/v1/pets', 405],
+    ['GET', 'http://pets.example/v1/nope', '/v1/nope', 404],
+    ['OPTIONS', '*', '*', 400],
+  ];
+  for (const [method, target, path, status] of cases) {
+    const raw = await rawExchange(port, `${method} ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    const response = parseRawResponse(raw);
+    assertConforms(method, path, response);
+    t.equal(response.statusCode, status, `${method} ${target}`);
+  }
+});
+
 t.test('requests pipelined before one that cannot be parsed are answered, and only they', async (t) => {
   const api = await startApi(t);
   const { origin } = await listen(t, api);

@@ -27,6 +27,8 @@ const SERVED_OUTSIDE_CONTRACT = new Set([
 
 /** The answer outside the contract that its checker cannot know, if the request gets one. */
 function outsideTheContract(method: string, url: string): { status: number; allow?: string } | undefined {
+  // `CONNECT host:443`, `OPTIONS *`: no path, so no resource of this API.
+  if (!url.startsWith('/')) return { status: 400 };
   const path = url.split('?', 1)[0] ?? '';
   return method !== 'GET' && SERVED_OUTSIDE_CONTRACT.has(path) ? { status: 405, allow: 'GET' } : undefined;
 }
