@@ -16,10 +16,16 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs from './plugins/docs.js';
-import errors, { clientErrorHandlerWith, frameworkErrors, refusals, type RequestHook } from './plugins/errors.js';
+import errors, {
+  clientErrorHandlerWith,
+  frameworkErrors,
+  refusals,
+  type RequestHook,
+  serveConnectAsRequest,
+} from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
-import jsonBody from './plugins/json-body.js';
+import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator } from './plugins/validation.js';
@@ -204,6 +210,7 @@ export async function buildApp({
   // expectation with an empty 417. Both are served as requests like any other.
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
+  app.server.on('connect', serveConnectAsRequest(app.server));
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
   const refuse = refusals(development);
@@ -269,7 +276,7 @@ export async function buildApp({
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         operationHooks.set(operationId, onRequest);
-        const preParsing = operation.takesBody ? [continueBeforeBody] : [];
+        const preParsing = operation.takesBody ? [refuseUnreadableBody, continueBeforeBody] : [];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         return { handler, onRequest, preParsing } as unknown as RouteOptions;

@@ -1,20 +1,22 @@
 import type { ContractOperation } from './contract.js';
 
 export interface PathEntry {
-  /** The `Allow` value: the contract's methods for this path. */
+  /** The `Allow` value: the methods served on this path. */
   allow: string;
-  /** The contract's operations on this path, by upper-case method. */
+  /** The contract's operations on this path, by upper-case method (none on a path outside it). */
   operations: Map<string, ContractOperation>;
   /** The path parameters' names, in order. */
   parameters: string[];
 }
 
 /**
- * Matches request paths against the contract's path templates, for the answers fastify's router
- * cannot give: 405 with `Allow`, and the operation behind a URL the router could not decode.
+ * Matches request paths against the contract's path templates, and the fixed paths served outside
+ * it (`serve`), for the answers fastify's router cannot give: 405 with `Allow`, and the operation
+ * behind a URL the router could not decode.
  */
 export class PathTable {
   private readonly entries: (PathEntry & { pattern: RegExp })[];
+  private readonly outside = new Map<string, PathEntry>();
 
   constructor(basePath: string, operations: ContractOperation[]) {
     const byPath = new Map<string, Map<string, ContractOperation>>();
@@ -26,15 +28,34 @@ export class PathTable {
     this.entries = [...byPath].map(([path, methods]) => ({
       // As fastify routes: a path parameter matches one segment, possibly empty.
       pattern: new RegExp(`^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]*')}$`),
-      allow: [...methods.keys()].sort().join(', '),
+      allow: allowOf(methods.keys()),
       operations: methods,
       parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1] ?? ''),
     }));
   }
 
-  /** The entry for a URL (query ignored), or undefined when the contract has no such path. */
-  match(url: string): PathEntry | undefined {
-    const path = url.split('?', 1)[0] ?? '';
-    return this.entries.find(({ pattern }) => pattern.test(path));
+  /** Adds methods served on a fixed path outside the contract (/healthz, the contract documents, /docs). */
+  serve(path: string, methods: readonly string[]): void {
+    const served = this.outside.get(path)?.allow.split(', ') ?? [];
+    this.outside.set(path, { allow: allowOf([...served, ...methods]), operations: new Map(), parameters: [] });
   }
+
+  /** The entry for a URL (query ignored), or undefined when nothing is served on its path. */
+  match(url: string): PathEntry | undefined {
+    const path = pathOf(url);
+    return this.outside.get(path) ?? this.entries.find(({ pattern }) => pattern.test(path));
+  }
+}
+
+/**
+ * A request target's path: the query dropped, and an absolute-form target's scheme and host
+ * (`http://host/path`), as the router drops them.
+ */
+export function pathOf(url: string): string {
+  const target = url.split('?', 1)[0] ?? '';
+  return target.startsWith('/') ? target : target.replace(/^https?:\/\/[^/]*/i, '');
+}
+
+function allowOf(methods: Iterable<string>): string {
+  return [...new Set(methods)].sort().join(', ');
 }

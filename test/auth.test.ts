@@ -2,7 +2,15 @@ import { connect } from 'node:net';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { ErrorBody } from '../src/errors.js';
-import { conformingFetch, listen, parseRawResponse, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import {
+  conformingFetch,
+  listen,
+  parseRawResponse,
+  rawExchange,
+  startApi,
+  type TapTest,
+  type TestApi,
+} from './helpers/api.js';
 import { probeDatabase } from './helpers/backend.js';
 import { assertConforms } from './helpers/contract.js';
 
@@ -84,6 +92,25 @@ t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"
   );
   const other = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(other.statusCode, 200, 'other keys keep working');
+});
+
+t.test('a Bearer token outside token68 is an invalid key, and a failed authentication', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 1000, authFailuresPerMinute: 4 } });
+  // Three failures, one per operation.
+  await expectUnauthorized(t, api, { authorization: 'Bearer psk_ a b' }, INVALID_TOKEN, 'a token with spaces');
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  // Raw, as a client sends it: UTF-8 bytes, which Node reads as Latin-1.
+  const send = () =>
+    rawExchange(port, 'GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer psk_ä\r\nConnection: close\r\n\r\n');
+  const refused = parseRawResponse(await send());
+  assertConforms('GET', '/v1/pets', refused);
+  t.equal(refused.statusCode, 401);
+  t.equal(refused.json<ErrorBody>().message, 'Invalid or revoked API key');
+  t.equal(refused.headers['www-authenticate'], INVALID_TOKEN);
+  const limited = parseRawResponse(await send());
+  assertConforms('GET', '/v1/pets', limited);
+  t.equal(limited.statusCode, 429, 'each counted as a failure: the fifth in a minute is over the limit of four');
 });
 
 t.test('the scheme name is case-insensitive', async (t) => {

@@ -1,3 +1,4 @@
+import { deflateSync, gzipSync } from 'node:zlib';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
 import { listen, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
@@ -35,6 +36,19 @@ t.test('a known path with another method is a 405 with Allow', async (t) => {
     t.equal(response.headers.allow, allow);
     t.equal(response.headers['cache-control'], 'no-store', `${method} ${url}: not kept by caches`);
     if (method !== 'HEAD') t.equal(response.json<ErrorBody>().code, 'method_not_allowed');
+  }
+});
+
+t.test('paths served outside the contract answer other methods with a 405 and Allow: GET', async (t) => {
+  const api = await startApi(t);
+  const paths = ['/healthz', '/readyz', '/v1/openapi.json', '/v1/openapi.yaml', '/docs', '/docs/'];
+  for (const url of paths) {
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'HEAD']) {
+      const response = await api.request({ method, url, headers: json, payload: '{' });
+      t.equal(response.statusCode, 405, `${method} ${url}`);
+      t.equal(response.headers.allow, 'GET', `${method} ${url}: Allow`);
+      if (method !== 'HEAD') t.equal(response.json<ErrorBody>().code, 'method_not_allowed');
+    }
   }
 });
 
@@ -127,6 +141,64 @@ t.test('body limits, media types and malformed JSON answer with Error bodies and
   const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(listed.json<unknown[]>().length, 2, 'only the valid bodies were stored');
 });
+
+t.test(
+  'a compressed body, or a charset other than UTF-8, is a 415 after authentication and stores nothing',
+  async (t) => {
+    const api = await startApi(t);
+    const body = '{"name":"Rex","categoryId":1}';
+    const cases: [string, Record<string, string>, string | Buffer][] = [
+      ['gzip named, body plain', { ...json, 'content-encoding': 'gzip' }, body],
+      ['a real gzip body', { ...json, 'content-encoding': 'gzip' }, gzipSync(body)],
+      ['deflate', { ...json, 'content-encoding': 'deflate' }, deflateSync(body)],
+      ['br, in capitals', { ...json, 'content-encoding': 'BR' }, body],
+      ['identity, then gzip', { ...json, 'content-encoding': 'identity, gzip' }, body],
+      ['UTF-16LE', { 'content-type': 'application/json; charset=utf-16le' }, Buffer.from(body, 'utf16le')],
+      ['Latin-1', { 'content-type': 'application/json;charset=latin1' }, Buffer.from(body, 'latin1')],
+      ['a quoted charset', { 'content-type': 'application/json; charset="ISO-8859-1"' }, body],
+      ['CHARSET in capitals', { 'content-type': 'application/json; CHARSET=us-ascii' }, body],
+      ['an empty charset', { 'content-type': 'application/json; charset=' }, body],
+    ];
+    for (const [what, headers, payload] of cases) {
+      const anonymous = await api.request({ method: 'POST', url: '/v1/pets', headers, payload });
+      t.equal(anonymous.statusCode, 401, `${what}: without a key, the 401 first`);
+      const response = await api.request({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { ...api.auth, ...headers },
+        payload,
+      });
+      t.equal(response.statusCode, 415, what);
+      t.equal(response.json<ErrorBody>().code, 'unsupported_media_type', what);
+      const coded = 'content-encoding' in headers;
+      t.equal(response.headers['accept-encoding'], coded ? 'identity' : undefined, `${what}: Accept-Encoding`);
+      t.equal(
+        response.json<ErrorBody>().message,
+        coded
+          ? 'Content-Encoding is not supported: send the body uncompressed'
+          : 'The body must be UTF-8: a charset parameter, if sent, must be utf-8',
+        what,
+      );
+    }
+    t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 0, 'nothing was stored');
+
+    const accepted: [string, Record<string, string>][] = [
+      ['Content-Encoding: identity', { ...json, 'content-encoding': 'Identity' }],
+      ['charset=UTF-8', { 'content-type': 'application/json; charset=UTF-8' }],
+      ['charset="utf-8"', { 'content-type': 'application/json; charset="utf-8"' }],
+      ['another parameter', { 'content-type': 'application/json; x=latin1' }],
+    ];
+    for (const [what, headers] of accepted) {
+      const response = await api.request({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { ...api.auth, ...headers },
+        payload: body,
+      });
+      t.equal(response.statusCode, 201, what);
+    }
+  },
+);
 
 t.test('a wrong path or method is decided before the body is read or the key checked', async (t) => {
   const api = await startApi(t);
@@ -244,6 +316,47 @@ t.test("malformed URLs and raw HTTP garbage get Error bodies, never fastify's sh
   t.match(raw, /^HTTP\/1\.1 400 /);
   const body = raw.slice(raw.indexOf('\r\n\r\n') + 4);
   t.same(JSON.parse(body), { code: 'invalid_request', message: 'Malformed HTTP request', status: 400 });
+});
+
+t.test('CONNECT is answered like any undeclared method, counted, then the connection closed', async (t) => {
+  const api = await startApi(t, { metrics: true });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const cases: [string, number, string | undefined][] = [
+    ['/v1/pets', 405, 'GET, POST'],
+    ['/healthz', 405, 'GET'],
+    ['/v1/nope', 404, undefined],
+    ['pets.example:443', 400, undefined],
+  ];
+  for (const [target, status, allow] of cases) {
+    // No Connection: close: the answer's end shows the server closed the connection.
+    const response = parseRawResponse(await rawExchange(port, `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`));
+    assertConforms('CONNECT', target, response);
+    t.equal(response.statusCode, status, `CONNECT ${target}`);
+    t.equal(response.headers.allow, allow, `CONNECT ${target}: Allow`);
+    t.equal(response.headers.connection, 'close');
+    t.ok(response.headers['x-request-id'], 'with the headers of any answer');
+  }
+  const text = await api.metrics?.registry.metrics();
+  t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="405"} 2');
+  t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="400"} 1');
+});
+
+t.test('a target in absolute form names its path; one that names no path is a 400', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const cases: [string, string, string, number][] = [
+    ['DELETE', 'http://pets.example/v1/pets', '/v1/pets', 405],
+    ['GET', 'http://pets.example/v1/nope', '/v1/nope', 404],
+    ['OPTIONS', '*', '*', 400],
+  ];
+  for (const [method, target, path, status] of cases) {
+    const raw = await rawExchange(port, `${method} ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    const response = parseRawResponse(raw);
+    assertConforms(method, path, response);
+    t.equal(response.statusCode, status, `${method} ${target}`);
+  }
 });
 
 t.test('requests pipelined before one that cannot be parsed are answered, and only they', async (t) => {

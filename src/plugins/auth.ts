@@ -13,8 +13,10 @@ declare module 'fastify' {
 }
 
 const REALM = 'Bearer realm="petstore"';
-// RFC 7235: the scheme name is case-insensitive; RFC 6750 token68 characters.
-const BEARER = /^bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
+// RFC 7235: the scheme name is case-insensitive, then one or more spaces and the token. A token with
+// characters outside RFC 6750's token68 is still a Bearer token sent, an invalid one
+// (error="invalid_token"): hasKeyShape refuses it, or no key is found for it.
+const BEARER = /^bearer +([^ ](?:.*[^ ])?) *$/is;
 
 function unauthorized(message: string, tokenSent: boolean): ApiError {
   const challenge = tokenSent ? `${REALM}, error="invalid_token"` : REALM;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type OutgoingHttpHeaders, type Server, ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type {
   FastifyError,
@@ -12,7 +12,7 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, errorBody } from '../errors.js';
-import type { PathTable } from '../path-table.js';
+import { pathOf, type PathTable } from '../path-table.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 
 export interface ErrorsOptions {
@@ -244,9 +244,15 @@ function shown(path: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path;
 }
 
-/** The 404 for an unknown path, or the 405 (with Allow) for a known path and another method. */
+/**
+ * The 404 for an unknown path, or the 405 (with Allow) for a known path and another method; a 400
+ * for a request target that is no path (`CONNECT host:443`, `OPTIONS *`): this server is no proxy.
+ */
 export function unroutable(request: FastifyRequest, paths: PathTable): ApiError {
-  const path = request.url.split('?', 1)[0] ?? '';
+  const path = pathOf(request.url);
+  if (!path.startsWith('/')) {
+    return new ApiError(400, 'invalid_request', `The request target must be a path; got ${shown(path)}`);
+  }
   const known = paths.match(path);
   if (known === undefined) return new ApiError(404, 'not_found', `No route for ${request.method} ${shown(path)}`);
   return new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${shown(path)}`, {
@@ -321,6 +327,27 @@ function answerClientError(
   closeLingering(socket);
 }
 
+/**
+ * Node hands a CONNECT request to the server's 'connect' listeners with the bare socket, and with
+ * none destroys it unanswered. This one serves it as a request like any other: the not-found
+ * handler answers it (a 405 or 404, or a 400 for a `host:port` target), counted and logged as
+ * others are; then the connection closes, as Node reads no more HTTP on it.
+ */
+export function serveConnectAsRequest(server: Server) {
+  return (request: IncomingMessage, socket: Socket): void => {
+    // Node took its own listeners off the socket: a reset is no longer reported, nor worth reporting.
+    socket.on('error', () => undefined);
+    // Whatever the client sends next is dropped, so its end is seen and the connection can close.
+    socket.resume();
+    const response = new ServerResponse(request);
+    response.shouldKeepAlive = false;
+    response.assignSocket(socket);
+    // The response's 'close', which fastify and the metrics wait for, comes with the socket's.
+    response.once('finish', () => closeLingering(socket));
+    server.emit('request', request, response);
+  };
+}
+
 function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
   switch (code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
@@ -344,6 +371,19 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
   // fastify takes any lifecycle hook for the not-found context here, though its types name two.
   const notFoundHooks = { onResponse: options.onUnmatchedResponse } as object;
   app.setNotFoundHandler(notFoundHooks, (request, reply) => send(reply, unroutable(request, options.paths)));
+  // A route on a fixed path outside the contract (/healthz, the contract documents, /docs) gets the
+  // contract's 405 for other methods. A path with a wildcard or parameter (/docs/static/*, files
+  // that may or may not exist) keeps the 404.
+  app.addHook('onRoute', (route) => {
+    const known = options.paths.match(route.url);
+    if (/[:*]/.test(route.url) || (known !== undefined && known.operations.size > 0)) return;
+    const methods = [route.method].flat();
+    options.paths.serve(route.url, methods);
+    // A prefix's root route (`/` in the /docs plugin) is served at `/docs` and, without telling
+    // onRoute, at `/docs/`.
+    if (route.routePath === '' && route.prefixTrailingSlash !== 'no-slash')
+      options.paths.serve(`${route.url}/`, methods);
+  });
   app.addHook('onRequest', function rejectUnroutable(request, _reply, done) {
     done(request.is404 ? unroutable(request, options.paths) : undefined);
   });

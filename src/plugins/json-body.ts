@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 
@@ -50,6 +50,55 @@ function whyRefused(text: string): ApiError {
   }
   return new ApiError(400, 'malformed_json', 'Body may not hold a "__proto__" key, nor "constructor" with "prototype"');
 }
+
+/** RFC 9110 12.5.3: a 415 for a content coding names the codings taken, here none but identity. */
+const COMPRESSED = new ApiError(
+  415,
+  'unsupported_media_type',
+  'Content-Encoding is not supported: send the body uncompressed',
+  { 'accept-encoding': 'identity' },
+);
+const NOT_UTF8 = new ApiError(
+  415,
+  'unsupported_media_type',
+  'The body must be UTF-8: a charset parameter, if sent, must be utf-8',
+);
+
+/** Whether the body comes in a content coding other than `identity` (RFC 9110 8.4). */
+function isCoded(contentEncoding: string | undefined): boolean {
+  if (contentEncoding === undefined) return false;
+  return contentEncoding.split(',').some((coding) => {
+    const name = coding.trim();
+    return name !== '' && name.toLowerCase() !== 'identity';
+  });
+}
+
+/** Whether a Content-Type names a charset other than UTF-8 (RFC 9110 8.3.1: any case, perhaps quoted). */
+function namesOtherCharset(contentType: string | undefined): boolean {
+  if (contentType?.includes(';') !== true) return false;
+  return contentType
+    .split(';')
+    .slice(1)
+    .some((parameter) => {
+      const equals = parameter.indexOf('=');
+      if (equals < 0 || parameter.slice(0, equals).trim().toLowerCase() !== 'charset') return false;
+      const value = parameter.slice(equals + 1).trim();
+      const charset = /^".*"$/.test(value) ? value.slice(1, -1).replace(/\\(.)/g, '$1') : value;
+      return charset.toLowerCase() !== 'utf-8';
+    });
+}
+
+/**
+ * Before a body is read (a preParsing hook, so after authentication): a 415 for one that cannot be
+ * read as JSON text, compressed or in another charset. Without it, a gzip body is a 400 for bytes
+ * that are not UTF-8, and a UTF-16 or Latin-1 one is read as UTF-8.
+ */
+export const refuseUnreadableBody: preParsingHookHandler = (request, _reply, payload, done) => {
+  const { headers } = request;
+  if (isCoded(headers['content-encoding'])) done(COMPRESSED);
+  else if (namesOtherCharset(headers['content-type'])) done(NOT_UTF8);
+  else done(null, payload);
+};
 
 /**
  * Bodies are JSON and nothing else. fastify's parser is kept (it rejects `__proto__` and

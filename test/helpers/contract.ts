@@ -1,4 +1,5 @@
 import { appendFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadContract, type Contract } from '../../src/contract.js';
 import { type ObservedResponse, ResponseConformance } from '../../src/response-conformance.js';
 
@@ -10,9 +11,64 @@ const conformance = new ResponseConformance(contract);
 /** The contract's operation for a method and URL, if any. */
 export const findOperation = (method: string, url: string) => conformance.findOperation(method, url);
 
+/**
+ * Paths served outside the contract, by GET alone (decisions.md: the contract documents, the docs
+ * page, /healthz and /readyz). The contract's checker takes every path it lacks for unknown, a 404
+ * whatever the method; on these, another method is a 405 with `Allow: GET`, as on its own paths.
+ */
+const SERVED_OUTSIDE_CONTRACT = new Set([
+  `${contract.basePath}/openapi.json`,
+  `${contract.basePath}/openapi.yaml`,
+  '/docs',
+  '/docs/',
+  '/healthz',
+  '/readyz',
+]);
+
+/** The answer outside the contract that its checker cannot know, if the request gets one. */
+function outsideTheContract(method: string, url: string): { status: number; allow?: string } | undefined {
+  // `CONNECT host:443`, `OPTIONS *`: no path, so no resource of this API.
+  if (!url.startsWith('/')) return { status: 400 };
+  const path = url.split('?', 1)[0] ?? '';
+  return method !== 'GET' && SERVED_OUTSIDE_CONTRACT.has(path) ? { status: 405, allow: 'GET' } : undefined;
+}
+
+const isErrorBody = new Ajv2020({ strict: false }).compile(contract.dereferenced.components?.schemas?.Error as object);
+
+/** How an answer outside the contract departs from `expected` and from the Error body every failure has. */
+function outsideViolations(
+  method: string,
+  url: string,
+  response: ObservedResponse,
+  expected: { status: number; allow?: string },
+): string[] {
+  const where = `${method} ${url} -> ${response.statusCode}`;
+  const problems: string[] = [];
+  if (response.statusCode !== expected.status) problems.push(`${where}: expected ${expected.status}`);
+  if (response.headers.allow !== expected.allow) {
+    problems.push(`${where}: Allow is ${String(response.headers.allow)}, expected ${String(expected.allow)}`);
+  }
+  if (method === 'HEAD') return response.body === '' ? problems : [...problems, `${where}: a HEAD response has a body`];
+  let body: unknown;
+  try {
+    body = JSON.parse(response.body);
+  } catch {
+    body = undefined;
+  }
+  const json = /^application\/json(;|$)/.test(String(response.headers['content-type']));
+  if (!json || !isErrorBody(body) || (body as { status: unknown }).status !== response.statusCode) {
+    problems.push(`${where}: not an Error body with its status: ${response.body.slice(0, 200)}`);
+  }
+  return problems;
+}
+
 /** Every way a response departs from openapi.yaml; empty when it conforms. */
-export const contractViolations = (method: string, url: string, response: ObservedResponse) =>
-  conformance.violations(method, url, response);
+export function contractViolations(method: string, url: string, response: ObservedResponse): string[] {
+  const expected = outsideTheContract(method, url);
+  return expected === undefined
+    ? conformance.violations(method, url, response)
+    : outsideViolations(method, url, response, expected);
+}
 
 export class ContractViolation extends Error {}
 

@@ -935,9 +935,13 @@ function mediaTypeMutations(body: RequestBody): fc.Arbitrary<Mutate> {
         if (type === undefined) return { what, rejections: [{ status: 415 }] };
         const [essence = '', ...parameters] = type.split(';');
         if (!declared.includes(essence.trim().toLowerCase())) return { what, rejections: [{ status: 415 }] };
+        const charsets = parameters.map((parameter) => /^\s*charset\s*=\s*(.*?)\s*$/i.exec(parameter)?.[1]);
+        // Bodies are UTF-8 (RFC 8259): another charset is a 415.
+        const otherCharset = charsets.some((charset) => charset !== undefined && charset.toLowerCase() !== 'utf-8');
+        if (otherCharset) return { what, rejections: [{ status: 415 }] };
         const exact =
           essence === essence.trim() && parameters.every((parameter) => /^\s*charset=utf-8\s*$/i.test(parameter));
-        // The contract allows a charset parameter; it says nothing of other parameters or charsets.
+        // The contract allows a charset parameter; it says nothing of other parameters.
         return exact
           ? undefined
           : { what, mayBeAccepted: true, rejections: [{ status: 415 }, { status: 400, message: BODY_BLAME }] };
