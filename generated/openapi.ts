@@ -22,8 +22,8 @@ export interface paths {
         /**
          * Add an animal
          * @description Adds an animal to the catalogue. `status` defaults to `available`. The body must be
-         *     `application/json` (a `charset` parameter is allowed), at most 16 KiB, and hold only the
-         *     fields of `NewPet`.
+         *     `application/json` (a `charset=utf-8` parameter is allowed), uncompressed (no
+         *     `Content-Encoding` but `identity`), at most 16 KiB, and hold only the fields of `NewPet`.
          */
         post: operations["createPet"];
         delete?: never;
@@ -203,9 +203,11 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not `application/json`. */
+        /** @description The body is not `application/json`, names a charset other than UTF-8, or is compressed. */
         UnsupportedMediaType: {
             headers: {
+                /** @description Sent when the body was compressed; the only coding accepted. */
+                "Accept-Encoding"?: string;
                 [name: string]: unknown;
             };
             content: {
