@@ -62,6 +62,7 @@ const AGAINST: Record<string, Subject> = {
   baseline: subjectOf(BASELINE.name, BASELINE, subject.scenario.name),
   'no-metrics': { ...subject, name: NO_METRICS.name, spec: NO_METRICS },
   'get-one': subjectOf('get-one', PROJECT, 'get-one'),
+  'no-key-401': subjectOf('no-key-401', PROJECT, 'no-key-401'),
 };
 const against = AGAINST[process.env.INSTRUCTIONS_AGAINST ?? (refusal === undefined ? 'baseline' : 'get-one')];
 if (against === undefined) throw new Error(`INSTRUCTIONS_AGAINST: one of ${Object.keys(AGAINST).join(', ')}`);
