@@ -15,7 +15,7 @@ import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
-import docs from './plugins/docs.js';
+import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors, {
   clientErrorHandlerWith,
   frameworkErrors,
@@ -229,7 +229,7 @@ export async function buildApp({
       paths.match(request.url ?? '')?.operations.get(request.method ?? '')?.deprecated === true ? deprecationPairs : [],
   });
   await app.register(framing);
-  await app.register(errors, { paths, onUnmatchedResponse });
+  await app.register(errors, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
   await app.register(jsonBody);
 
   const overloaded = overloadedError(overloadSettings);

@@ -162,5 +162,7 @@ t.test('/docs serves the page and every asset it names from this server, cacheab
     const second = await api.app.inject({ url });
     t.equal(second.statusCode, 404, `${url}: one address for the contract, the documented one`);
     t.match(JSON.parse(second.body), { code: 'not_found', message: 'The contract is at /v1/openapi.json' });
+    const posted = await api.app.inject({ method: 'POST', url });
+    t.equal(posted.statusCode, 404, `${url}: not served, so a 404 to any method, not a 405`);
   }
 });

@@ -29,6 +29,12 @@ interface Published {
   yaml: Representation;
 }
 
+/**
+ * @fastify/swagger-ui's own copies of the contract: registered by it, not served (one address for
+ * the contract, the documented one), so a 404 whatever the method.
+ */
+export const UNSERVED_DOCS_PATHS: readonly string[] = ['/docs/json', '/docs/yaml'];
+
 /** Caches may store the contract but must revalidate it: a restart can change `servers[0]`. */
 const CACHE_CONTROL = 'no-cache';
 
@@ -179,7 +185,7 @@ async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOpt
     uiHooks: {
       onRequest: (request, reply, done) => {
         const path = request.url.split('?', 1)[0];
-        if (path === '/docs/json' || path === '/docs/yaml') {
+        if (path !== undefined && UNSERVED_DOCS_PATHS.includes(path)) {
           done(new ApiError(404, 'not_found', `The contract is at ${contractUrl}`));
           return;
         }

@@ -19,6 +19,8 @@ export interface ErrorsOptions {
   paths: PathTable;
   /** Runs on every answer of the not-found handler (404, 405, an undecodable URL): metrics. */
   onUnmatchedResponse?: onResponseHookHandler | undefined;
+  /** Fixed paths a plugin registers but does not serve (a 404 to every method, not a 405). */
+  unserved?: readonly string[];
 }
 
 /** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
@@ -377,6 +379,7 @@ async function errorsPlugin(app: FastifyInstance, options: ErrorsOptions): Promi
   app.addHook('onRoute', (route) => {
     const known = options.paths.match(route.url);
     if (/[:*]/.test(route.url) || (known !== undefined && known.operations.size > 0)) return;
+    if (options.unserved?.includes(route.url) === true) return;
     const methods = [route.method].flat();
     options.paths.serve(route.url, methods);
     // A prefix's root route (`/` in the /docs plugin) is served at `/docs` and, without telling
