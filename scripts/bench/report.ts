@@ -26,8 +26,6 @@ export type ServerLives = Record<Role, { startupMs: number; peakRssMb: number }>
 export interface SummaryRow extends RoundRun {
   /** project / baseline, each the median of the ratios within a round: a slow moment moves both sides of one. */
   x: Record<'rps' | 'p99' | 'cpu', number>;
-  /** The lowest and highest throughput ratio of a single round: how far one round can be trusted. */
-  rpsRange: [number, number];
 }
 
 export interface TargetCheck {
@@ -75,10 +73,12 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
       };
     };
     const ratios = (pick: (figures: Figures) => number) => mine.map((run) => pick(run.project) / pick(run.baseline));
-    const rps = ratios((f) => f.rps);
-    const x = { rps: median(rps), p99: median(ratios((f) => f.p99Ms)), cpu: median(ratios((f) => f.cpuUs)) };
-    const rpsRange: [number, number] = [Math.min(...rps), Math.max(...rps)];
-    return { table, scenario, project: medians('project'), baseline: medians('baseline'), x, rpsRange };
+    const x = {
+      rps: median(ratios((f) => f.rps)),
+      p99: median(ratios((f) => f.p99Ms)),
+      cpu: median(ratios((f) => f.cpuUs)),
+    };
+    return { table, scenario, project: medians('project'), baseline: medians('baseline'), x };
   });
 }
 
@@ -173,7 +173,6 @@ const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['scenario', (row) => row.scenario],
   ['req/s', (row) => count(row.project.rps)],
   ['x req/s', (row) => ratio(row.x.rps)],
-  ['rounds', (row) => row.rpsRange.map(ratio).join('-')],
   ['p50 ms', (row) => ms(row.project.p50Ms)],
   ['p99 ms', (row) => ms(row.project.p99Ms)],
   ['x p99', (row) => ratio(row.x.p99)],

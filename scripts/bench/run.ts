@@ -175,7 +175,7 @@ async function main(): Promise<void> {
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
     'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
-    'round; rounds = the lowest and highest x req/s of one round; CPU = the server process, all threads):',
+    'round; CPU = the server process, all threads):',
     report.resultsTable(results),
     '',
     ...report.verdicts(checks),
