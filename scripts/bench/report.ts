@@ -8,8 +8,6 @@ export interface Figures {
   rps: number;
   p50Ms: number;
   p99Ms: number;
-  /** Server CPU time (user + system, all threads) per response, in microseconds. */
-  cpuUs: number;
   /** Responses whose status is not the scenario's, and socket errors. */
   unexpected: number;
 }
@@ -25,7 +23,7 @@ export type ServerLives = Record<Role, { startupMs: number; peakRssMb: number }>
 
 export interface SummaryRow extends RoundRun {
   /** project / baseline, each the median of the ratios within a round: a slow moment moves both sides of one. */
-  x: Record<'rps' | 'p99' | 'cpu', number>;
+  x: Record<'rps' | 'p99', number>;
 }
 
 export interface TargetCheck {
@@ -68,7 +66,6 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
         rps: of((f) => f.rps),
         p50Ms: of((f) => f.p50Ms),
         p99Ms: of((f) => f.p99Ms),
-        cpuUs: of((f) => f.cpuUs),
         unexpected,
       };
     };
@@ -76,7 +73,6 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
     const x = {
       rps: median(ratios((f) => f.rps)),
       p99: median(ratios((f) => f.p99Ms)),
-      cpu: median(ratios((f) => f.cpuUs)),
     };
     return { table, scenario, project: medians('project'), baseline: medians('baseline'), x };
   });
@@ -176,8 +172,6 @@ const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['p50 ms', (row) => ms(row.project.p50Ms)],
   ['p99 ms', (row) => ms(row.project.p99Ms)],
   ['x p99', (row) => ratio(row.x.p99)],
-  ['CPU us/resp', (row) => count(row.project.cpuUs)],
-  ['x CPU', (row) => ratio(row.x.cpu)],
 ];
 
 /** Each part's medians and ratios, a row per table and scenario: the results table of BENCHMARKS.md. */

@@ -6,7 +6,6 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { applyLoad, measure, newTally } from './load.js';
 import { overloadPart } from './overload.js';
@@ -20,8 +19,6 @@ import { type Backend, postgresBackend, sqliteBackend, type Table } from './tabl
 const settings = benchSettings();
 const { connections } = settings;
 const [SMALL, LARGE] = [10_000, 1_000_000];
-/** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
-const SETTLE_MS = 200;
 /** Metrics may cost at most 3% of throughput (issue 16). */
 const METRICS_LIMITS: Limits = { minRpsRatio: 0.97 };
 const POSTGRES_LIMITS: Limits = { minRpsRatio: report.TARGETS.minRpsRatio, maxScaleP99Ratio: 1.2 };
@@ -48,9 +45,8 @@ interface TableScenarios {
 
 /**
  * Loads both servers in turn, a second at a time (`order` says which goes first), until each has had
- * `seconds`: a busy moment of this shared machine falls on both alike. CPU is counted from before the
- * first turn to SETTLE_MS after the last: work left over when a server's turn ends is still its own.
- * `unexpected` counts the responses other than `status`, and socket errors.
+ * `seconds`: a busy moment of this shared machine falls on both alike. `unexpected` counts the
+ * responses other than `status`, and socket errors.
  */
 async function loadInTurns(
   servers: Record<Role, RunningServer>,
@@ -59,17 +55,14 @@ async function loadInTurns(
   seconds: number,
   status?: number,
 ): Promise<Record<Role, Figures>> {
-  const cpuMs = { project: servers.project.cpuMs(), baseline: servers.baseline.cpuMs() };
   const tallies = { project: newTally(), baseline: newTally() };
   for (let second = 0; second < seconds; second += 1) {
     for (const role of order)
       await applyLoad({ origin: servers[role].origin, requests, seconds: 1, connections }, tallies[role]);
   }
-  await sleep(SETTLE_MS);
   const figures = (role: Role): Figures => {
     const { rps, p50Ms, p99Ms, responses, statuses, errors } = measure(tallies[role]);
-    const cpuUs = ((servers[role].cpuMs() - cpuMs[role]) * 1000) / responses;
-    return { rps, p50Ms, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+    return { rps, p50Ms, p99Ms, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
   };
   return { project: figures('project'), baseline: figures('baseline') };
 }
@@ -175,7 +168,7 @@ async function main(): Promise<void> {
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
     'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
-    'round; CPU = the server process, all threads):',
+    'round):',
     report.resultsTable(results),
     '',
     ...report.verdicts(checks),

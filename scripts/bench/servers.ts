@@ -23,8 +23,6 @@ export const BASELINE: ServerSpec = { name: 'baseline', kind: 'baseline' };
 export const NO_METRICS: ServerSpec = { name: 'no metrics', kind: 'project', env: { METRICS_PORT: 'off' } };
 
 const ENTRY = { project: 'dist/src/server.js', baseline: 'dist/scripts/bench/baseline.js' };
-/** Linux counts CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
-const MS_PER_TICK = 10;
 
 export interface RunningServer {
   pid: number;
@@ -33,8 +31,6 @@ export interface RunningServer {
   startupMs: number;
   /** The highest resident set size so far (VmHWM), in MB. */
   peakRssMb: () => number;
-  /** CPU time the process has used (user + system, all threads), in ms. */
-  cpuMs: () => number;
 }
 
 /** How instructions.ts runs a server: node under valgrind (`launcher`), with extra node flags. */
@@ -47,13 +43,6 @@ export interface StartOptions {
 function peakRssMbOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
-}
-
-/** utime + stime: fields 14 and 15 of /proc/<pid>/stat (proc(5)), counted after the command name. */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
 }
 
 /** Runs a server on a fresh copy of `table` (in `dir`) for as long as `use` takes, then SIGTERM. */
@@ -108,7 +97,7 @@ export async function withServer<T>(
       await sleep(2);
     }
     const startupMs = performance.now() - spawnedAt;
-    return await use({ pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid), cpuMs: () => cpuMsOf(pid) });
+    return await use({ pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid) });
   } finally {
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
