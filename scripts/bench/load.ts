@@ -37,7 +37,8 @@ export interface LoadOptions {
   /** Sent in turn on each connection. */
   requests: autocannon.Request[];
   seconds: number;
-  connections: number;
+  /** 50 unless said. */
+  connections?: number;
 }
 
 /**
@@ -45,7 +46,7 @@ export interface LoadOptions {
  * its response events (its histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few
  * ms), leaving out each connection's first: all connections open at once, and that burst would set p99.
  */
-export function applyLoad({ origin, requests, seconds, connections }: LoadOptions, tally = newTally()) {
+export function applyLoad({ origin, requests, seconds, connections = 50 }: LoadOptions, tally = newTally()) {
   return new Promise<Tally>((resolve, reject) => {
     const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error, result) => {
       if (error !== null && error !== undefined) {

@@ -35,7 +35,7 @@ export function held(server: string, load: string, offeredRps: number, m: Measur
 export async function overloadPart(
   table: Table,
   dir: string,
-  { seconds, warmupSeconds, connections }: { seconds: number; warmupSeconds: number; connections: number },
+  { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
 ) {
   const getOne = scenarioNamed('get-one');
   const requests = [loadRequest(getOne, table)];
@@ -49,8 +49,8 @@ export async function overloadPart(
       );
       const request = () =>
         `${method} ${getOne.pathPerRequest?.(table) ?? path} HTTP/1.1\r\n${head.join('\r\n')}\r\n\r\n`;
-      if (warmupSeconds > 0) await applyLoad({ origin, requests, seconds: warmupSeconds, connections });
-      const capacity = measure(await applyLoad({ origin, requests, seconds: time, connections })).rps;
+      await applyLoad({ origin, requests, seconds: warmupSeconds });
+      const capacity = measure(await applyLoad({ origin, requests, seconds: time })).rps;
       for (const [load, rate] of [
         ['half load', Math.round(capacity / 2)],
         ['2x load', Math.round(capacity * 2)],

@@ -17,8 +17,6 @@ import { benchSettings } from './settings.js';
 import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 
 const settings = benchSettings();
-/** Of the load generator (a closed loop). */
-const connections = 50;
 const [SMALL, LARGE] = [10_000, 1_000_000];
 /** Metrics may cost at most 3% of throughput (issue 16). */
 const METRICS_LIMITS: Limits = { minRpsRatio: 0.97 };
@@ -58,8 +56,7 @@ async function loadInTurns(
 ): Promise<Record<Role, Figures>> {
   const tallies = { project: newTally(), baseline: newTally() };
   for (let second = 0; second < seconds; second += 1) {
-    for (const role of order)
-      await applyLoad({ origin: servers[role].origin, requests, seconds: 1, connections }, tallies[role]);
+    for (const role of order) await applyLoad({ origin: servers[role].origin, requests, seconds: 1 }, tallies[role]);
   }
   const figures = (role: Role): Figures => {
     const { rps, p50Ms, p99Ms, responses, statuses, errors } = measure(tallies[role]);
@@ -88,7 +85,7 @@ async function benchRound(specs: Record<Role, ServerSpec>, { table, scenarios }:
         if (a !== b) throw new Error(`The servers answer ${scenario.name} differently:\n  ${a}\n  ${b}`);
       }
       const mix = reads.map((scenario) => loadRequest(scenario, table));
-      if (settings.warmupSeconds > 0) await loadInTurns(servers, order, mix, settings.warmupSeconds);
+      await loadInTurns(servers, order, mix, settings.warmupSeconds);
       const runs: RoundRun[] = [];
       for (const scenario of ordered) {
         const requests = [loadRequest(scenario, table)];
@@ -152,11 +149,7 @@ async function main(): Promise<void> {
     }
     if (parts.has('overload')) {
       log('load held: get-one at half and twice capacity, with and without overload protection');
-      results.push({
-        name: 'load held',
-        rows: [],
-        ...(await overloadPart(small, join(dir, 'project'), { ...settings, connections })),
-      });
+      results.push({ name: 'load held', rows: [], ...(await overloadPart(small, join(dir, 'project'), settings)) });
     }
   }
   if (parts.has('postgres')) {
@@ -174,8 +167,7 @@ async function main(): Promise<void> {
     `Machine: ${report.machine()}`,
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
-    'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
-    'round):',
+    'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each round):',
     report.resultsTable(results),
     '',
     ...report.verdicts(checks),
