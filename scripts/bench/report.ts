@@ -59,21 +59,15 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
-    const medians = (role: Role): Figures => {
-      const of = (pick: (figures: Figures) => number) => median(mine.map((run) => pick(run[role])));
-      const unexpected = mine.reduce((sum, run) => sum + run[role].unexpected, 0);
-      return {
-        rps: of((f) => f.rps),
-        p50Ms: of((f) => f.p50Ms),
-        p99Ms: of((f) => f.p99Ms),
-        unexpected,
-      };
-    };
-    const ratios = (pick: (figures: Figures) => number) => mine.map((run) => pick(run.project) / pick(run.baseline));
-    const x = {
-      rps: median(ratios((f) => f.rps)),
-      p99: median(ratios((f) => f.p99Ms)),
-    };
+    const medians = (role: Role): Figures => ({
+      rps: median(mine.map((run) => run[role].rps)),
+      p50Ms: median(mine.map((run) => run[role].p50Ms)),
+      p99Ms: median(mine.map((run) => run[role].p99Ms)),
+      unexpected: mine.reduce((sum, run) => sum + run[role].unexpected, 0),
+    });
+    const medianRatio = (pick: (figures: Figures) => number) =>
+      median(mine.map((run) => pick(run.project) / pick(run.baseline)));
+    const x = { rps: medianRatio((f) => f.rps), p99: medianRatio((f) => f.p99Ms) };
     return { table, scenario, project: medians('project'), baseline: medians('baseline'), x };
   });
 }
