@@ -14,7 +14,6 @@ export interface Tally {
 export interface Measurement extends Omit<Tally, 'latencies'> {
   /** Responses a second. */
   rps: number;
-  p50Ms: number;
   p99Ms: number;
   responses: number;
 }
@@ -26,7 +25,7 @@ export function measure({ seconds, statuses, errors, latencies }: Tally): Measur
   const sorted = Float64Array.from(latencies).sort();
   const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
   const rps = seconds > 0 ? responses / seconds : 0;
-  return { seconds, statuses, errors, rps, p50Ms: at(0.5), p99Ms: at(0.99), responses };
+  return { seconds, statuses, errors, rps, p99Ms: at(0.99), responses };
 }
 
 const count = (statuses: Record<string, number>, status: string, n = 1) =>

@@ -6,7 +6,6 @@ export type Role = 'project' | 'baseline';
 /** A server's figures for one scenario: one round's, or the medians over rounds (unexpected summed). */
 export interface Figures {
   rps: number;
-  p50Ms: number;
   p99Ms: number;
   /** Responses whose status is not the scenario's, and socket errors. */
   unexpected: number;
@@ -61,7 +60,6 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
     const medians = (role: Role): Figures => ({
       rps: median(mine.map((run) => run[role].rps)),
-      p50Ms: median(mine.map((run) => run[role].p50Ms)),
       p99Ms: median(mine.map((run) => run[role].p99Ms)),
       unexpected: mine.reduce((sum, run) => sum + run[role].unexpected, 0),
     });
@@ -163,7 +161,6 @@ const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['scenario', (row) => row.scenario],
   ['req/s', (row) => count(row.project.rps)],
   ['x req/s', (row) => ratio(row.x.rps)],
-  ['p50 ms', (row) => ms(row.project.p50Ms)],
   ['p99 ms', (row) => ms(row.project.p99Ms)],
   ['x p99', (row) => ratio(row.x.p99)],
 ];

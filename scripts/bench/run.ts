@@ -59,8 +59,8 @@ async function loadInTurns(
     for (const role of order) await applyLoad({ origin: servers[role].origin, requests, seconds: 1 }, tallies[role]);
   }
   const figures = (role: Role): Figures => {
-    const { rps, p50Ms, p99Ms, responses, statuses, errors } = measure(tallies[role]);
-    return { rps, p50Ms, p99Ms, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+    const { rps, p99Ms, responses, statuses, errors } = measure(tallies[role]);
+    return { rps, p99Ms, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
   };
   return { project: figures('project'), baseline: figures('baseline') };
 }
