@@ -159,10 +159,8 @@ const count = (value: number) => Math.round(value).toLocaleString('en-US');
 const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['table', (row) => row.table],
   ['scenario', (row) => row.scenario],
-  ['req/s', (row) => count(row.project.rps)],
-  ['x req/s', (row) => ratio(row.x.rps)],
-  ['p99 ms', (row) => ms(row.project.p99Ms)],
-  ['x p99', (row) => ratio(row.x.p99)],
+  ['req/s (x)', (row) => `${count(row.project.rps)} (${ratio(row.x.rps)})`],
+  ['p99 ms (x)', (row) => `${ms(row.project.p99Ms)} (${ratio(row.x.p99)})`],
 ];
 
 /** Each part's medians and ratios, a row per table and scenario: the results table of BENCHMARKS.md. */
