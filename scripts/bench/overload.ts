@@ -7,7 +7,7 @@
 import { applyLoad, type Measurement, measure, openLoop } from './load.js';
 import { check, ms, ratio, textTable } from './report.js';
 import { loadRequest, scenarioNamed } from './scenarios.js';
-import { withServer } from './servers.js';
+import { PROJECT, withServer } from './servers.js';
 import type { Table } from './tables.js';
 
 /** The target: served p99 at twice capacity within this many times the p99 at half load. */
@@ -19,8 +19,8 @@ const MAX_P99_RATIO = 3;
  */
 const OPEN_LOOP_CONNECTIONS = 1000;
 const SERVERS = [
-  { name: 'protected', kind: 'project' as const },
-  { name: 'unprotected', kind: 'project' as const, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
+  { ...PROJECT, name: 'protected' },
+  { ...PROJECT, name: 'unprotected', env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
 ];
 
 /** One load's outcome: served (2xx) p99, shed (503) share, and everything else as failed. */

@@ -13,16 +13,15 @@ import type { Table } from './tables.js';
 export interface ServerSpec {
   /** As the report names it. */
   name: string;
-  kind: 'project' | 'baseline';
+  /** The script node runs, from the project's root. */
+  entry: string;
   env?: Record<string, string>;
 }
 
-export const PROJECT: ServerSpec = { name: 'project', kind: 'project' };
-export const BASELINE: ServerSpec = { name: 'baseline', kind: 'baseline' };
+export const PROJECT: ServerSpec = { name: 'project', entry: 'dist/src/server.js' };
+export const BASELINE: ServerSpec = { name: 'baseline', entry: 'dist/scripts/bench/baseline.js' };
 /** The project without metrics: what they cost. */
-export const NO_METRICS: ServerSpec = { name: 'no metrics', kind: 'project', env: { METRICS_PORT: 'off' } };
-
-const ENTRY = { project: 'dist/src/server.js', baseline: 'dist/scripts/bench/baseline.js' };
+export const NO_METRICS: ServerSpec = { ...PROJECT, name: 'no metrics', env: { METRICS_PORT: 'off' } };
 
 export interface RunningServer {
   pid: number;
@@ -56,7 +55,7 @@ export async function withServer<T>(
   const database = await table.freshCopy(dir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, ENTRY[spec.kind])];
+  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, spec.entry)];
   const spawnedAt = performance.now();
   const child = spawn(command, args, {
     env: {
