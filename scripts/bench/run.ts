@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the project against the hand-written baseline (baseline.ts) on SQLite and on
- * PostgreSQL, what metrics cost, and load held (overload.ts). BENCHMARKS.md says what each part
- * measures and how; the report ends with PASS/FAIL per target and exits 0: a report, not a test.
+ * PostgreSQL, what metrics cost, and load held (overload.ts). docs/performance.md says what each
+ * part measures and how; the report ends with PASS/FAIL per target and exits 0: a report, not a test.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
