@@ -7,6 +7,8 @@ export type Role = 'project' | 'baseline';
 export interface Figures {
   rps: number;
   p99Ms: number;
+  /** Server CPU time (user + system, all threads) per response, in microseconds. */
+  cpuUs: number;
   /** Responses whose status is not the scenario's, and socket errors. */
   unexpected: number;
 }
@@ -22,7 +24,7 @@ export type ServerLives = Record<Role, { startupMs: number; peakRssMb: number }>
 
 export interface SummaryRow extends RoundRun {
   /** project / baseline, each the median of the ratios within a round: a slow moment moves both sides of one. */
-  x: Record<'rps' | 'p99', number>;
+  x: Record<'rps' | 'p99' | 'cpu', number>;
 }
 
 export interface TargetCheck {
@@ -61,11 +63,12 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
     const medians = (role: Role): Figures => ({
       rps: median(mine.map((run) => run[role].rps)),
       p99Ms: median(mine.map((run) => run[role].p99Ms)),
+      cpuUs: median(mine.map((run) => run[role].cpuUs)),
       unexpected: mine.reduce((sum, run) => sum + run[role].unexpected, 0),
     });
     const medianRatio = (pick: (figures: Figures) => number) =>
       median(mine.map((run) => pick(run.project) / pick(run.baseline)));
-    const x = { rps: medianRatio((f) => f.rps), p99: medianRatio((f) => f.p99Ms) };
+    const x = { rps: medianRatio((f) => f.rps), p99: medianRatio((f) => f.p99Ms), cpu: medianRatio((f) => f.cpuUs) };
     return { table, scenario, project: medians('project'), baseline: medians('baseline'), x };
   });
 }
@@ -161,6 +164,7 @@ const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['scenario', (row) => row.scenario],
   ['req/s (x)', (row) => `${count(row.project.rps)} (${ratio(row.x.rps)})`],
   ['p99 ms (x)', (row) => `${ms(row.project.p99Ms)} (${ratio(row.x.p99)})`],
+  ['CPU µs/resp (x)', (row) => `${count(row.project.cpuUs)} (${ratio(row.x.cpu)})`],
 ];
 
 /** Each part's medians and ratios, a row per table and scenario: the results table of BENCHMARKS.md. */

@@ -6,6 +6,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { applyLoad, measure, newTally } from './load.js';
 import { overloadPart } from './overload.js';
@@ -18,6 +19,8 @@ import { type Backend, postgresBackend, sqliteBackend, type Table } from './tabl
 
 const settings = benchSettings();
 const [SMALL, LARGE] = [10_000, 1_000_000];
+/** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
+const SETTLE_MS = 200;
 /** Metrics may cost at most 3% of throughput (issue 16). */
 const METRICS_LIMITS: Limits = { minRpsRatio: 0.97 };
 const POSTGRES_LIMITS: Limits = { minRpsRatio: report.TARGETS.minRpsRatio, maxScaleP99Ratio: 1.2 };
@@ -44,8 +47,9 @@ interface TableScenarios {
 
 /**
  * Loads both servers in turn, a second at a time (`order` says which goes first), until each has had
- * `seconds`: a busy moment of this shared machine falls on both alike. `unexpected` counts the
- * responses other than `status`, and socket errors.
+ * `seconds`: a busy moment of this shared machine falls on both alike. CPU is counted from before the
+ * first turn to SETTLE_MS after the last: work left over when a server's turn ends is still its own.
+ * `unexpected` counts the responses other than `status`, and socket errors.
  */
 async function loadInTurns(
   servers: Record<Role, RunningServer>,
@@ -54,13 +58,16 @@ async function loadInTurns(
   seconds: number,
   status?: number,
 ): Promise<Record<Role, Figures>> {
+  const cpuMs = { project: servers.project.cpuMs(), baseline: servers.baseline.cpuMs() };
   const tallies = { project: newTally(), baseline: newTally() };
   for (let second = 0; second < seconds; second += 1) {
     for (const role of order) await applyLoad({ origin: servers[role].origin, requests, seconds: 1 }, tallies[role]);
   }
+  await sleep(SETTLE_MS);
   const figures = (role: Role): Figures => {
     const { rps, p99Ms, responses, statuses, errors } = measure(tallies[role]);
-    return { rps, p99Ms, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+    const cpuUs = ((servers[role].cpuMs() - cpuMs[role]) * 1000) / responses;
+    return { rps, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
   };
   return { project: figures('project'), baseline: figures('baseline') };
 }

@@ -30,6 +30,8 @@ export interface RunningServer {
   startupMs: number;
   /** The highest resident set size so far (VmHWM), in MB. */
   peakRssMb: () => number;
+  /** CPU time the process has used (user + system, all threads), in ms. */
+  cpuMs: () => number;
 }
 
 /** How instructions.ts runs a server: node under valgrind (`launcher`), with extra node flags. */
@@ -37,6 +39,16 @@ export interface StartOptions {
   nodeFlags?: string[];
   launcher?: string[];
   startupLimitMs?: number;
+}
+
+/** Linux counts CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
+const MS_PER_TICK = 10;
+
+/** utime + stime: fields 14 and 15 of /proc/<pid>/stat (proc(5)), counted after the command name. */
+function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
 }
 
 function peakRssMbOf(pid: number): number {
@@ -96,7 +108,7 @@ export async function withServer<T>(
       await sleep(2);
     }
     const startupMs = performance.now() - spawnedAt;
-    return await use({ pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid) });
+    return await use({ pid, origin, startupMs, peakRssMb: () => peakRssMbOf(pid), cpuMs: () => cpuMsOf(pid) });
   } finally {
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
