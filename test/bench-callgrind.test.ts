@@ -38,17 +38,19 @@ const output = [
   '* 400',
 ].join('\n');
 
-t.test('a perf map is read into sorted ranges, and an address is found in the one holding it', async (t) => {
+t.test('a perf map is read in order, and an address is found in the last range written over it', async (t) => {
   const ranges = parsePerfMap(perfMap);
   t.same(
     ranges.map((range) => range.name),
-    ['Builtin:Foo', 'JS:*authenticate file:///src/plugins/auth.js:24:39'],
+    ['JS:*authenticate file:///src/plugins/auth.js:24:39', 'Builtin:Foo'],
   );
   t.equal(rangeAt(ranges, 0x7f0000001000)?.name, 'JS:*authenticate file:///src/plugins/auth.js:24:39', 'its start');
   t.equal(rangeAt(ranges, 0x7f00000010ff)?.name, 'JS:*authenticate file:///src/plugins/auth.js:24:39', 'its last byte');
   t.equal(rangeAt(ranges, 0x7f0000001100), undefined, 'past its end');
   t.equal(rangeAt(ranges, 0x7f0000000040), undefined, 'between two ranges');
-  t.equal(rangeAt([], 1), undefined, 'no ranges');
+  // V8 threw the first code away and put new code in part of its memory.
+  const reused = parsePerfMap(`${perfMap}7f0000001080 10 JS:*later file:///src/app.js:1:1\n`);
+  t.equal(rangeAt(reused, 0x7f0000001088)?.name, 'JS:*later file:///src/app.js:1:1', 'the code there now');
 });
 
 t.test("each function's own instructions, not its calls', with compiled JavaScript named", async (t) => {

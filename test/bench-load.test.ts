@@ -12,12 +12,11 @@ async function listen(handle: Parameters<typeof createServer>[1]) {
   return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
-t.test('a tally is measured as the rate, counts and percentiles of all its responses', async (t) => {
+t.test('a tally is measured as the rate, counts and p99 of all its responses', async (t) => {
   const latencies = [...Array.from({ length: 300 }, () => 1), ...Array.from({ length: 99 }, () => 2), 50];
   const m = measure({ seconds: 3, statuses: { '200': 398, '404': 2 }, errors: 1, latencies });
   // 400 responses over 3 s, whatever each second's share.
   t.same([m.rps, m.responses, m.errors], [400 / 3, 400, 1]);
-  t.equal(m.p50Ms, 1, 'three quarters of the responses took 1 ms');
   t.equal(m.p99Ms, 2, 'the 400th response is above the 99th percentile');
   t.equal(measure(newTally()).rps, 0, 'a load that got no response has no rate');
 });

@@ -10,7 +10,7 @@ export interface CodeRange {
   name: string;
 }
 
-/** `/tmp/perf-<pid>.map`: one `<start hex> <size hex> <name>` line per piece of generated code. */
+/** `/tmp/perf-<pid>.map`: one `<start hex> <size hex> <name>` line per piece of generated code, in the order V8 made them. */
 export function parsePerfMap(text: string): CodeRange[] {
   const ranges: CodeRange[] = [];
   for (const line of text.split('\n')) {
@@ -18,25 +18,12 @@ export function parsePerfMap(text: string): CodeRange[] {
     if (start !== undefined && size !== undefined && name !== undefined)
       ranges.push({ start: parseInt(start, 16), size: parseInt(size, 16), name });
   }
-  return ranges.sort((a, b) => a.start - b.start);
+  return ranges;
 }
 
-/** The range holding `address`, if any (ranges sorted by start, as parsePerfMap returns them). */
+/** The range holding `address`: the last one written, since V8 reuses the memory of code it has thrown away. */
 export function rangeAt(ranges: readonly CodeRange[], address: number): CodeRange | undefined {
-  let [low, high] = [0, ranges.length - 1];
-  let candidate: CodeRange | undefined;
-  while (low <= high) {
-    const middle = (low + high) >> 1;
-    const range = ranges[middle];
-    if (range === undefined) break;
-    if (range.start <= address) {
-      candidate = range;
-      low = middle + 1;
-    } else {
-      high = middle - 1;
-    }
-  }
-  return candidate !== undefined && address < candidate.start + candidate.size ? candidate : undefined;
+  return ranges.findLast((range) => range.start <= address && address < range.start + range.size);
 }
 
 /**

@@ -66,7 +66,7 @@ const AGAINST: Record<string, Subject> = {
 };
 const against = AGAINST[process.env.INSTRUCTIONS_AGAINST ?? (refusal === undefined ? 'baseline' : 'get-one')];
 if (against === undefined) throw new Error(`INSTRUCTIONS_AGAINST: one of ${Object.keys(AGAINST).join(', ')}`);
-if (refusal !== undefined && against.spec.kind === 'baseline') throw new Error(`the baseline cannot ${asked}`);
+if (refusal !== undefined && against.spec === BASELINE) throw new Error(`the baseline cannot ${asked}`);
 if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('needs valgrind: apt-get install -y valgrind');
 
 /**

@@ -14,7 +14,6 @@ export interface Tally {
 export interface Measurement extends Omit<Tally, 'latencies'> {
   /** Responses a second. */
   rps: number;
-  p50Ms: number;
   p99Ms: number;
   responses: number;
 }
@@ -26,7 +25,7 @@ export function measure({ seconds, statuses, errors, latencies }: Tally): Measur
   const sorted = Float64Array.from(latencies).sort();
   const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
   const rps = seconds > 0 ? responses / seconds : 0;
-  return { seconds, statuses, errors, rps, p50Ms: at(0.5), p99Ms: at(0.99), responses };
+  return { seconds, statuses, errors, rps, p99Ms: at(0.99), responses };
 }
 
 const count = (statuses: Record<string, number>, status: string, n = 1) =>
@@ -37,7 +36,8 @@ export interface LoadOptions {
   /** Sent in turn on each connection. */
   requests: autocannon.Request[];
   seconds: number;
-  connections: number;
+  /** 50 unless said. */
+  connections?: number;
 }
 
 /**
@@ -45,7 +45,7 @@ export interface LoadOptions {
  * its response events (its histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few
  * ms), leaving out each connection's first: all connections open at once, and that burst would set p99.
  */
-export function applyLoad({ origin, requests, seconds, connections }: LoadOptions, tally = newTally()) {
+export function applyLoad({ origin, requests, seconds, connections = 50 }: LoadOptions, tally = newTally()) {
   return new Promise<Tally>((resolve, reject) => {
     const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error, result) => {
       if (error !== null && error !== undefined) {

@@ -7,7 +7,7 @@
 import { applyLoad, type Measurement, measure, openLoop } from './load.js';
 import { check, ms, ratio, textTable } from './report.js';
 import { loadRequest, scenarioNamed } from './scenarios.js';
-import { withServer } from './servers.js';
+import { PROJECT, withServer } from './servers.js';
 import type { Table } from './tables.js';
 
 /** The target: served p99 at twice capacity within this many times the p99 at half load. */
@@ -19,8 +19,8 @@ const MAX_P99_RATIO = 3;
  */
 const OPEN_LOOP_CONNECTIONS = 1000;
 const SERVERS = [
-  { name: 'protected', kind: 'project' as const },
-  { name: 'unprotected', kind: 'project' as const, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
+  { ...PROJECT, name: 'protected' },
+  { ...PROJECT, name: 'unprotected', env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
 ];
 
 /** One load's outcome: served (2xx) p99, shed (503) share, and everything else as failed. */
@@ -35,7 +35,7 @@ export function held(server: string, load: string, offeredRps: number, m: Measur
 export async function overloadPart(
   table: Table,
   dir: string,
-  { seconds, warmupSeconds, connections }: { seconds: number; warmupSeconds: number; connections: number },
+  { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
 ) {
   const getOne = scenarioNamed('get-one');
   const requests = [loadRequest(getOne, table)];
@@ -49,8 +49,8 @@ export async function overloadPart(
       );
       const request = () =>
         `${method} ${getOne.pathPerRequest?.(table) ?? path} HTTP/1.1\r\n${head.join('\r\n')}\r\n\r\n`;
-      if (warmupSeconds > 0) await applyLoad({ origin, requests, seconds: warmupSeconds, connections });
-      const capacity = measure(await applyLoad({ origin, requests, seconds: time, connections })).rps;
+      await applyLoad({ origin, requests, seconds: warmupSeconds });
+      const capacity = measure(await applyLoad({ origin, requests, seconds: time })).rps;
       for (const [load, rate] of [
         ['half load', Math.round(capacity / 2)],
         ['2x load', Math.round(capacity * 2)],

@@ -6,7 +6,6 @@ export type Role = 'project' | 'baseline';
 /** A server's figures for one scenario: one round's, or the medians over rounds (unexpected summed). */
 export interface Figures {
   rps: number;
-  p50Ms: number;
   p99Ms: number;
   /** Server CPU time (user + system, all threads) per response, in microseconds. */
   cpuUs: number;
@@ -26,8 +25,6 @@ export type ServerLives = Record<Role, { startupMs: number; peakRssMb: number }>
 export interface SummaryRow extends RoundRun {
   /** project / baseline, each the median of the ratios within a round: a slow moment moves both sides of one. */
   x: Record<'rps' | 'p99' | 'cpu', number>;
-  /** The lowest and highest throughput ratio of a single round: how far one round can be trusted. */
-  rpsRange: [number, number];
 }
 
 export interface TargetCheck {
@@ -63,22 +60,16 @@ export function summarise(runs: RoundRun[]): SummaryRow[] {
   return keys.map((key) => {
     const [table = '', scenario = ''] = key.split('\t');
     const mine = runs.filter((run) => run.table === table && run.scenario === scenario);
-    const medians = (role: Role): Figures => {
-      const of = (pick: (figures: Figures) => number) => median(mine.map((run) => pick(run[role])));
-      const unexpected = mine.reduce((sum, run) => sum + run[role].unexpected, 0);
-      return {
-        rps: of((f) => f.rps),
-        p50Ms: of((f) => f.p50Ms),
-        p99Ms: of((f) => f.p99Ms),
-        cpuUs: of((f) => f.cpuUs),
-        unexpected,
-      };
-    };
-    const ratios = (pick: (figures: Figures) => number) => mine.map((run) => pick(run.project) / pick(run.baseline));
-    const rps = ratios((f) => f.rps);
-    const x = { rps: median(rps), p99: median(ratios((f) => f.p99Ms)), cpu: median(ratios((f) => f.cpuUs)) };
-    const rpsRange: [number, number] = [Math.min(...rps), Math.max(...rps)];
-    return { table, scenario, project: medians('project'), baseline: medians('baseline'), x, rpsRange };
+    const medians = (role: Role): Figures => ({
+      rps: median(mine.map((run) => run[role].rps)),
+      p99Ms: median(mine.map((run) => run[role].p99Ms)),
+      cpuUs: median(mine.map((run) => run[role].cpuUs)),
+      unexpected: mine.reduce((sum, run) => sum + run[role].unexpected, 0),
+    });
+    const medianRatio = (pick: (figures: Figures) => number) =>
+      median(mine.map((run) => pick(run.project) / pick(run.baseline)));
+    const x = { rps: medianRatio((f) => f.rps), p99: medianRatio((f) => f.p99Ms), cpu: medianRatio((f) => f.cpuUs) };
+    return { table, scenario, project: medians('project'), baseline: medians('baseline'), x };
   });
 }
 
@@ -171,14 +162,9 @@ const count = (value: number) => Math.round(value).toLocaleString('en-US');
 const COLUMNS: [string, (row: SummaryRow) => string][] = [
   ['table', (row) => row.table],
   ['scenario', (row) => row.scenario],
-  ['req/s', (row) => count(row.project.rps)],
-  ['x req/s', (row) => ratio(row.x.rps)],
-  ['rounds', (row) => row.rpsRange.map(ratio).join('-')],
-  ['p50 ms', (row) => ms(row.project.p50Ms)],
-  ['p99 ms', (row) => ms(row.project.p99Ms)],
-  ['x p99', (row) => ratio(row.x.p99)],
-  ['CPU us/resp', (row) => count(row.project.cpuUs)],
-  ['x CPU', (row) => ratio(row.x.cpu)],
+  ['req/s (x)', (row) => `${count(row.project.rps)} (${ratio(row.x.rps)})`],
+  ['p99 ms (x)', (row) => `${ms(row.project.p99Ms)} (${ratio(row.x.p99)})`],
+  ['CPU µs/resp (x)', (row) => `${count(row.project.cpuUs)} (${ratio(row.x.cpu)})`],
 ];
 
 /** Each part's medians and ratios, a row per table and scenario: the results table of BENCHMARKS.md. */

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the project against the hand-written baseline (baseline.ts) on SQLite and on
- * PostgreSQL, what metrics cost, and load held (overload.ts). BENCHMARKS.md says what each part
- * measures and how; the report ends with PASS/FAIL per target and exits 0: a report, not a test.
+ * PostgreSQL, what metrics cost, and load held (overload.ts). docs/performance.md says what each
+ * part measures and how; the report ends with PASS/FAIL per target and exits 0: a report, not a test.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +18,6 @@ import { benchSettings } from './settings.js';
 import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 
 const settings = benchSettings();
-const { connections } = settings;
 const [SMALL, LARGE] = [10_000, 1_000_000];
 /** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
 const SETTLE_MS = 200;
@@ -62,14 +61,13 @@ async function loadInTurns(
   const cpuMs = { project: servers.project.cpuMs(), baseline: servers.baseline.cpuMs() };
   const tallies = { project: newTally(), baseline: newTally() };
   for (let second = 0; second < seconds; second += 1) {
-    for (const role of order)
-      await applyLoad({ origin: servers[role].origin, requests, seconds: 1, connections }, tallies[role]);
+    for (const role of order) await applyLoad({ origin: servers[role].origin, requests, seconds: 1 }, tallies[role]);
   }
   await sleep(SETTLE_MS);
   const figures = (role: Role): Figures => {
-    const { rps, p50Ms, p99Ms, responses, statuses, errors } = measure(tallies[role]);
+    const { rps, p99Ms, responses, statuses, errors } = measure(tallies[role]);
     const cpuUs = ((servers[role].cpuMs() - cpuMs[role]) * 1000) / responses;
-    return { rps, p50Ms, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+    return { rps, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
   };
   return { project: figures('project'), baseline: figures('baseline') };
 }
@@ -94,7 +92,7 @@ async function benchRound(specs: Record<Role, ServerSpec>, { table, scenarios }:
         if (a !== b) throw new Error(`The servers answer ${scenario.name} differently:\n  ${a}\n  ${b}`);
       }
       const mix = reads.map((scenario) => loadRequest(scenario, table));
-      if (settings.warmupSeconds > 0) await loadInTurns(servers, order, mix, settings.warmupSeconds);
+      await loadInTurns(servers, order, mix, settings.warmupSeconds);
       const runs: RoundRun[] = [];
       for (const scenario of ordered) {
         const requests = [loadRequest(scenario, table)];
@@ -133,11 +131,13 @@ async function seed(backend: Backend, pets: number): Promise<Table> {
   return backend.seed(dir, pets);
 }
 
-/** Every scenario on the 10k table, and the reads also on the 1M one unless BENCH_SCALE=0. */
+/** Every scenario on the 10k table, and the reads also on the 1M one. */
 async function tables(backend: Backend, small: Table): Promise<TableScenarios[]> {
   const atScale = SCENARIOS.filter((scenario) => scenario.atScale);
-  const large = settings.scale ? [{ table: await seed(backend, LARGE), scenarios: atScale }] : [];
-  return [{ table: small, scenarios: SCENARIOS }, ...large];
+  return [
+    { table: small, scenarios: SCENARIOS },
+    { table: await seed(backend, LARGE), scenarios: atScale },
+  ];
 }
 
 async function main(): Promise<void> {
@@ -174,8 +174,7 @@ async function main(): Promise<void> {
     `Machine: ${report.machine()}`,
     ...results.flatMap(({ lines }) => ['', ...lines]),
     '',
-    'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each',
-    'round; rounds = the lowest and highest x req/s of one round; CPU = the server process, all threads):',
+    'Medians over rounds (x = project / baseline, or / no metrics: the median of the ratios within each round):',
     report.resultsTable(results),
     '',
     ...report.verdicts(checks),

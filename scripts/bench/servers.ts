@@ -13,18 +13,15 @@ import type { Table } from './tables.js';
 export interface ServerSpec {
   /** As the report names it. */
   name: string;
-  kind: 'project' | 'baseline';
+  /** The script node runs, from the project's root. */
+  entry: string;
   env?: Record<string, string>;
 }
 
-export const PROJECT: ServerSpec = { name: 'project', kind: 'project' };
-export const BASELINE: ServerSpec = { name: 'baseline', kind: 'baseline' };
+export const PROJECT: ServerSpec = { name: 'project', entry: 'dist/src/server.js' };
+export const BASELINE: ServerSpec = { name: 'baseline', entry: 'dist/scripts/bench/baseline.js' };
 /** The project without metrics: what they cost. */
-export const NO_METRICS: ServerSpec = { name: 'no metrics', kind: 'project', env: { METRICS_PORT: 'off' } };
-
-const ENTRY = { project: 'dist/src/server.js', baseline: 'dist/scripts/bench/baseline.js' };
-/** Linux counts CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
-const MS_PER_TICK = 10;
+export const NO_METRICS: ServerSpec = { ...PROJECT, name: 'no metrics', env: { METRICS_PORT: 'off' } };
 
 export interface RunningServer {
   pid: number;
@@ -44,16 +41,19 @@ export interface StartOptions {
   startupLimitMs?: number;
 }
 
-function peakRssMbOf(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
-}
+/** Linux counts CPU time in ticks of 1/100 s (`getconf CLK_TCK`). */
+const MS_PER_TICK = 10;
 
 /** utime + stime: fields 14 and 15 of /proc/<pid>/stat (proc(5)), counted after the command name. */
 function cpuMsOf(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
+}
+
+function peakRssMbOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
 }
 
 /** Runs a server on a fresh copy of `table` (in `dir`) for as long as `use` takes, then SIGTERM. */
@@ -67,7 +67,7 @@ export async function withServer<T>(
   const database = await table.freshCopy(dir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, ENTRY[spec.kind])];
+  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, spec.entry)];
   const spawnedAt = performance.now();
   const child = spawn(command, args, {
     env: {

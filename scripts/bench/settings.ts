@@ -8,19 +8,18 @@ export function wholeSetting(name: string, fallback: number, env: NodeJS.Process
 
 export const PARTS = ['sqlite', 'overload', 'metrics', 'postgres'];
 
-/** `npm run bench`'s settings (BENCHMARKS.md, "How to run"); BENCH_QUICK=1 shortens the defaults. */
+/** `npm run bench`'s settings (docs/performance.md); BENCH_QUICK=1 shortens the defaults. */
 export function benchSettings(env: NodeJS.ProcessEnv = process.env) {
   const quick = wholeSetting('BENCH_QUICK', 0, env) > 0;
   const parts = env.BENCH_PARTS ? env.BENCH_PARTS.split(',').map((part) => part.trim()) : PARTS;
   const unknown = parts.filter((part) => !PARTS.includes(part));
   if (unknown.length > 0) throw new Error(`BENCH_PARTS: unknown ${unknown.join(', ')}; known: ${PARTS.join(', ')}`);
   return {
-    seconds: Math.max(1, wholeSetting('BENCH_DURATION', quick ? 2 : 6, env)),
-    warmupSeconds: wholeSetting('BENCH_WARMUP', quick ? 5 : 20, env),
+    /** Of each scenario, server and round. */
+    seconds: quick ? 2 : 6,
+    /** Of each server life, before anything is measured. */
+    warmupSeconds: quick ? 5 : 20,
     rounds: Math.max(1, wholeSetting('BENCH_ROUNDS', quick ? 3 : 5, env)),
-    scale: wholeSetting('BENCH_SCALE', 1, env) > 0,
-    /** Of the load generator (a closed loop). */
-    connections: 50,
     parts,
   };
 }
