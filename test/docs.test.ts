@@ -46,11 +46,11 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
   const spoofed = await api.app.inject({ url: '/v1/openapi.json', headers: { host: 'evil.example' } });
   t.strictSame(JSON.parse(spoofed.body), servedFor(`${origin}/v1`));
 
-  const behindProxy = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example/store/' });
+  const behindProxy = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example:8443/' });
   t.teardown(() => behindProxy.close());
   for (const format of formats) {
     const response = await behindProxy.inject({ url: format.path, headers: { host: 'evil.example' } });
-    t.strictSame(format.parse(response.body), servedFor('https://pets.example/store/v1'), format.path);
+    t.strictSame(format.parse(response.body), servedFor('https://pets.example:8443/v1'), format.path);
   }
 
   // `npm start`'s address is in the contract already: served once, as this instance.
@@ -77,11 +77,15 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
       publicUrl,
     );
   }
-  for (const publicUrl of ['https://pets.example/v1', 'https://pets.example/store/v1/']) {
+  for (const publicUrl of [
+    'https://pets.example/v1',
+    'https://pets.example/store/',
+    'https://pets.example/store/v1/',
+  ]) {
     await t.rejects(
       buildApp({ contract, storage: api.storage, publicUrl }),
-      /PUBLIC_URL is where clients reach the server, without \/v1/,
-      `${publicUrl}: the API would be served as .../v1/v1`,
+      /PUBLIC_URL is the origin clients reach the server at, with no path/,
+      `${publicUrl}: Location and Link name paths from the root, which a prefix would leave`,
     );
   }
 });

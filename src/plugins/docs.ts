@@ -68,7 +68,11 @@ function swaggerInitializer(uiConfig: object, contractUrl: string): string {
 `;
 }
 
-/** PUBLIC_URL without a trailing slash; the API's base path is added to it, so it must not end with it. */
+/**
+ * PUBLIC_URL without a trailing slash: an origin, no path. The API's base path is added to it, and
+ * the answers' Location and Link, and the docs page, name paths from the root, which a path prefix
+ * would leave (a client following them would miss the API).
+ */
 function normalisePublicUrl(value: string, basePath: string): string {
   const url = URL.canParse(value) ? new URL(value) : undefined;
   if (
@@ -81,11 +85,13 @@ function normalisePublicUrl(value: string, basePath: string): string {
   ) {
     throw new Error(`PUBLIC_URL must be an http or https URL without credentials, query or fragment; got "${value}"`);
   }
-  const href = url.href.replace(/\/+$/, '');
-  if (href.endsWith(basePath)) {
-    throw new Error(`PUBLIC_URL is where clients reach the server, without ${basePath} (added to it); got "${value}"`);
+  if (url.pathname !== '/') {
+    throw new Error(
+      `PUBLIC_URL is the origin clients reach the server at, with no path: the server adds ${basePath}, and its ` +
+        `Location and Link headers are paths from the root, which a path prefix would leave; got "${value}"`,
+    );
   }
-  return href;
+  return url.origin;
 }
 
 /** `http://127.0.0.1:3000` for the bound socket (https when it speaks TLS); a wildcard bind is named by its loopback address. */
