@@ -18,6 +18,7 @@ import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors, {
   clientErrorHandlerWith,
+  emptyPathParameterIsUnroutable,
   frameworkErrors,
   refusals,
   type RequestHook,
@@ -244,6 +245,7 @@ export async function buildApp({
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const addDeprecationHeaders = markDeprecated(deprecation);
+  const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
   const [mockFor, responseCheck] = development
     ? await Promise.all([
@@ -273,6 +275,7 @@ export async function buildApp({
         }
         const handler = written ?? mockFor?.(operation);
         const onRequest: RequestHook[] = [];
+        if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
         if (operation.deprecated) onRequest.push(addDeprecationHeaders);
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         operationHooks.set(operationId, onRequest);

@@ -26,8 +26,9 @@ export class PathTable {
       byPath.set(operation.path, methods);
     }
     this.entries = [...byPath].map(([path, methods]) => ({
-      // As fastify routes: a path parameter matches one segment, possibly empty.
-      pattern: new RegExp(`^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]*')}$`),
+      // A path parameter names one segment, not an empty one: fastify's router would take `/v1/pets/`
+      // for getPet, and emptyPathParameterIsUnroutable answers it as a path nothing is served on.
+      pattern: new RegExp(`^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`),
       allow: allowOf(methods.keys()),
       operations: methods,
       parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1] ?? ''),

@@ -54,8 +54,8 @@ export class ResponseConformance {
     this.#errorSchema = contract.dereferenced.components?.schemas?.Error as object;
     this.#paths = Object.entries(contract.dereferenced.paths ?? {}).map(([template, item]) => ({
       template,
-      // As fastify routes: a path parameter matches one segment, possibly empty.
-      pattern: new RegExp(`^${contract.basePath}${template.replace(/\{[^}]+\}/g, '[^/]*')}$`),
+      // As the server routes (PathTable): a path parameter matches one segment, not an empty one.
+      pattern: new RegExp(`^${contract.basePath}${template.replace(/\{[^}]+\}/g, '[^/]+')}$`),
       item: item as OpenAPIV3_1.PathItemObject,
     }));
   }

@@ -8,15 +8,20 @@ const json = { 'content-type': 'application/json' };
 
 t.test('unknown paths are 404 Error bodies, with or without a key', async (t) => {
   const api = await startApi(t);
-  for (const url of ['/v1/store/orders', '/v1/nope', '/', '/v2/pets', '/v1/pets/1/extra', '/V1/PETS', '/v1//pets']) {
+  const unknown = ['/v1/store/orders', '/v1/nope', '/', '/v2/pets', '/v1/pets/1/extra', '/V1/PETS', '/v1//pets'];
+  // An empty segment names no pet: not getPet with an empty id (a 400 about a deprecated operation).
+  for (const url of [...unknown, '/v1/pets/', '/v1/pets/?limit=1']) {
     for (const headers of [{}, api.auth]) {
       const response = await api.request({ method: 'GET', url, headers });
       t.equal(response.statusCode, 404, url);
       t.same(Object.keys(response.json<ErrorBody>()).sort(), ['code', 'message', 'status']);
       t.equal(response.json<ErrorBody>().code, 'not_found');
       t.equal(response.headers['cache-control'], 'no-store', `${url}: not kept by caches`);
+      t.equal(response.headers.deprecation, undefined, `${url}: no operation's headers`);
     }
   }
+  const deleted = await api.request({ method: 'DELETE', url: '/v1/pets/', headers: api.auth });
+  t.equal(deleted.statusCode, 404, 'nothing is served on /v1/pets/, so no method is allowed there');
 });
 
 t.test('a known path with another method is a 405 with Allow', async (t) => {

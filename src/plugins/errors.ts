@@ -262,6 +262,24 @@ export function unroutable(request: FastifyRequest, paths: PathTable): ApiError 
   });
 }
 
+/**
+ * For an operation with path parameters: fastify's router lets a parameter be empty (`/v1/pets/`
+ * is getPet with petId ''), but an empty segment names no resource. It is answered as any path
+ * nothing is served on (404, or 405 for another method), before authentication, as those are.
+ */
+export function emptyPathParameterIsUnroutable(paths: PathTable): onRequestHookHandler {
+  return function refuseEmptyPathParameter(request, _reply, done) {
+    const parameters = request.params as Record<string, string>;
+    for (const name in parameters) {
+      if (parameters[name] === '') {
+        done(unroutable(request, paths));
+        return;
+      }
+    }
+    done();
+  };
+}
+
 /** Node's own handler reads this too: the response a connection is writing, if any. */
 function responseOnItsWay(socket: Socket): ServerResponse | undefined {
   return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;

@@ -629,6 +629,8 @@ function parameterFault(parameter: Parameter, what: string, interpretations: str
   const rejections = [{ status: 400, message: blames(parameter) }];
   // A path that cannot be decoded is refused before routing.
   if (parameter.in === 'path') rejections.push({ status: 400, message: /^Malformed request/ });
+  // An empty path segment names no resource: answered as a path nothing is served on.
+  if (parameter.in === 'path' && interpretations.includes('')) rejections.push({ status: 404, message: /^No route/ });
   return { what: `${parameter.in} ${parameter.name}: ${what}`, mayBeAccepted: accepted > 0, rejections };
 }
 
