@@ -170,6 +170,7 @@ export async function buildApp({
   };
   const httpMetrics = metrics && observeHttp(metrics);
   const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
+  const requestLog = new RequestLog();
   // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
   const tls: object = https === undefined ? {} : { https };
   const app = Fastify({
@@ -181,7 +182,7 @@ export async function buildApp({
     ...tls,
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,
-    logController: new RequestLog(),
+    logController: requestLog,
     // HEAD is not in the contract: it gets 405 like any other undeclared method.
     exposeHeadRoutes: false,
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
@@ -195,7 +196,7 @@ export async function buildApp({
       requireHostHeader: false,
     },
     clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
-    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse),
+    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },

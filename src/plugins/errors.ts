@@ -6,6 +6,7 @@ import type {
   FastifyInstance,
   FastifyReply,
   FastifyRequest,
+  LogController,
   onRequestAsyncHookHandler,
   onRequestHookHandler,
   onResponseHookHandler,
@@ -217,16 +218,16 @@ function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply
 export function frameworkErrors(
   paths: PathTable,
   hooksFor: (request: FastifyRequest) => RequestHook[],
-  /** fastify runs no onResponse hook for these answers: this one is run once each is written. */
+  /** fastify runs no onResponse hook for these answers, nor logs them: these run once each is written. */
   onResponse?: onResponseHookHandler,
+  requestLog?: LogController,
 ) {
   const noop = () => undefined;
   return (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
-    if (onResponse !== undefined) {
-      reply.raw.once('finish', () => {
-        onResponse.call(request.server, request, reply, noop);
-      });
-    }
+    reply.raw.once('finish', () => {
+      onResponse?.call(request.server, request, reply, noop);
+      requestLog?.requestCompleted(undefined, request, reply);
+    });
     const parameters = paths.match(request.url)?.parameters ?? [];
     const what = parameters.length === 0 ? 'The URL' : parameters.map((name) => `params/${name}`).join(' or ');
     const answer = new ApiError(400, 'invalid_request', `${what} is not correctly percent-encoded, or is too long`);
