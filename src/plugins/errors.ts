@@ -100,12 +100,28 @@ function describeValidation(error: FastifyError): string {
   return `${where} ${ruleInWords(first.keyword, params) ?? first.message ?? 'is invalid'}`;
 }
 
-/** Sets the status and headers of an Error answer and returns its body. */
-function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
+/**
+ * Connections whose request was answered before its body had all arrived (a refusal from the
+ * headers). The rest is read and dropped; if it never comes, Node's request timeout would answer
+ * the same request a second time, with a 408: such a connection is closed instead.
+ */
+const answeredBeforeItsBody = new WeakSet<Socket>();
+
+/** Before a refusal from the headers: a body too large or of unknown length closes the connection; a smaller one is awaited and dropped. */
+function beforeBodyIsRead(reply: FastifyReply): void {
+  const { raw } = reply.request;
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
-    closeLingeringAfterAnswer(reply.request.raw.socket);
+    closeLingeringAfterAnswer(raw.socket);
+  } else if (!raw.complete && Number(raw.headers['content-length'] ?? 0) > 0) {
+    answeredBeforeItsBody.add(raw.socket);
+    raw.once('end', () => answeredBeforeItsBody.delete(raw.socket));
   }
+}
+
+/** Sets the status and headers of an Error answer and returns its body. */
+function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
+  beforeBodyIsRead(reply);
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
   reply.code(error.statusCode).headers(error.headers);
@@ -130,10 +146,7 @@ export type Refuse = (reply: FastifyReply, error: ApiError) => void;
  * still run, on the response's 'finish'.
  */
 const writeRefusal: Refuse = (reply, error) => {
-  if (largeBodyToCome(reply.request)) {
-    reply.header('connection', 'close');
-    closeLingeringAfterAnswer(reply.request.raw.socket);
-  }
+  beforeBodyIsRead(reply);
   const { body, headers } = error.prepared;
   // Whatever the hooks set is a valid header value: fastify would write the same object.
   const all = Object.assign(reply.getHeaders(), headers) as OutgoingHttpHeaders;
@@ -326,6 +339,11 @@ function answerClientError(
 ): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
+    return;
+  }
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && answeredBeforeItsBody.has(socket)) {
+    // Its answer is written: the client stopped sending the body it announced.
+    closeLingering(socket);
     return;
   }
   if (answersOnTheirWay(socket)) {
