@@ -1,6 +1,6 @@
 import type { FastifySchema, RouteOptions } from 'fastify';
 import type { FastifyRouteSchemaDef, FastifyValidationResult } from 'fastify/types/schema.js';
-import { Ajv2020, type Options, type ErrorObject } from 'ajv/dist/2020.js';
+import { Ajv2020, type ErrorObject, type Options, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { shown } from '../errors.js';
 
@@ -149,8 +149,13 @@ export function validateEveryQueryString(route: RouteOptions): void {
   schema.querystring ??= { type: 'object', properties: {} };
 }
 
+/** A validator of JSON values by the rules bodies are held to (also for account names: src/accounts.ts). */
+export function compileBodySchema(schema: object): ValidateFunction {
+  return bodyAjv.compile(schema);
+}
+
 export function compileValidator({ schema, httpPart }: FastifyRouteSchemaDef<FastifySchema>): FastifyValidationResult {
-  if (httpPart === 'body') return bodyAjv.compile(schema) as FastifyValidationResult;
+  if (httpPart === 'body') return compileBodySchema(schema) as FastifyValidationResult;
   if (httpPart === 'querystring') return compileParameters(onlyDeclared(schema));
   return compileParameters(httpPart === 'headers' ? lowerCaseHeaderNames(schema) : schema);
 }
