@@ -120,7 +120,10 @@ export interface components {
         };
     };
     responses: {
-        /** @description A parameter or the body is invalid (the message names it), or the body is not valid JSON. */
+        /**
+         * @description A parameter or the body is invalid, or a query parameter is not one the operation declares
+         *     (the message names it); or the body is not valid JSON.
+         */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -435,7 +438,10 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description The petId is not a canonical positive integer. */
+            /**
+             * @description The petId is not a canonical positive integer, or a query parameter was sent (this
+             *     operation takes none).
+             */
             400: {
                 headers: {
                     Deprecation: components["headers"]["Deprecation"];

@@ -62,6 +62,14 @@ export interface PreparedAnswer {
 
 ApiError.prototype.name = 'ApiError';
 
+/** How many characters of a client's string (a path, a parameter's name) a message shows. */
+const SHOWN_LENGTH = 200;
+
+/** A client's string as a message shows it: not at any length. */
+export function shown(text: string): string {
+  return text.length > SHOWN_LENGTH ? `${text.slice(0, SHOWN_LENGTH)}…` : text;
+}
+
 export function errorBody(status: number, code: ErrorCode, message: string): ErrorBody {
   return { code, message, status };
 }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { conformingFetch } from './helpers/api.js';
-import { newDatabase } from './helpers/backend.js';
+import { newDatabase, probeDatabase } from './helpers/backend.js';
 import { runCli, startServerProcess } from './helpers/process.js';
 
 t.test('accounts and keys are managed with the petstore command, against a running server', async (t) => {
@@ -56,6 +56,68 @@ t.test('the petstore command explains mistakes', async (t) => {
   const bareNoun = await runCli(['keys'], env);
   t.equal(bareNoun.code, 2);
   t.match(bareNoun.stderr, /"keys": see the keys commands below/);
+});
+
+t.test('every command refuses arguments beyond those it takes, and does nothing', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  const env = { DATABASE_URL: databaseUrl };
+  t.equal((await runCli(['accounts', 'create', 'acme'], env)).code, 0);
+  t.equal((await runCli(['keys', 'create', 'acme'], env)).code, 0);
+
+  const unquoted = await runCli(['accounts', 'create', 'Acme', 'Corp'], env);
+  t.equal(unquoted.code, 2, 'a name with spaces left unquoted is a usage error');
+  t.match(
+    unquoted.stderr,
+    'petstore: "accounts create" takes one argument, <name>, but was given 2: "Acme" "Corp" (quote one that has spaces)',
+  );
+  t.match(unquoted.stderr, /Usage: petstore <command>/);
+  t.equal((await runCli(['keys', 'list', 'Acme'], env)).code, 1, 'no account "Acme" was made of it');
+
+  const revoke = await runCli(['keys', 'revoke', '1', '2'], env);
+  t.equal(revoke.code, 2, 'two key ids are not taken for one');
+  t.match(revoke.stderr, '"keys revoke" takes one argument, <key-id>, but was given 2: "1" "2"');
+  t.match(
+    (await runCli(['keys', 'list', 'acme'], env)).stdout,
+    /^1\tpsk_[\w-]+\.\.\.\t\S+\t-$/m,
+    'key 1 is not revoked',
+  );
+
+  const cases: [string[], string][] = [
+    [['keys', 'create', 'acme', 'now'], '"keys create" takes one argument, <account>, but was given 2: "acme" "now"'],
+    [['keys', 'list', 'acme', '--all'], '"keys list" takes one argument, <account>, but was given 2: "acme" "--all"'],
+    [['migrate', 'now'], '"migrate" takes no arguments, but was given 1: "now"'],
+  ];
+  for (const [args, message] of cases) {
+    const result = await runCli(args, env);
+    t.equal(result.code, 2, args.join(' '));
+    t.match(result.stderr, message, args.join(' '));
+  }
+  const db = await probeDatabase(t, databaseUrl);
+  t.match(await db.snapshot(), { accounts: 1, 'accounts ids': 1, api_keys: 1 }, 'nothing was created');
+});
+
+t.test('account names follow the rules of pet names, with no white space at either end', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  const env = { DATABASE_URL: databaseUrl };
+  const rule = '<name> must be 1 to 100 characters, with no control characters and no white space at either end';
+  for (const name of ['bad\u0001name', 'new\nline', '', '   ', ' acme', 'x'.repeat(101)]) {
+    const refused = await runCli(['accounts', 'create', name], env);
+    t.equal(refused.code, 2, JSON.stringify(name));
+    t.match(refused.stderr, `petstore: ${rule}; got ${JSON.stringify(name)}`, 'the name is shown escaped');
+  }
+  const hundred = 'é'.repeat(100);
+  for (const name of ['Acme Corp', hundred]) {
+    const created = await runCli(['accounts', 'create', name], env);
+    t.equal(created.code, 0, created.stderr);
+  }
+  t.equal((await runCli(['keys', 'create', 'Acme Corp'], env)).code, 0, 'an account is found by its name');
+  const db = await probeDatabase(t, databaseUrl);
+  const names = await db.query<{ name: string }>('SELECT name FROM accounts ORDER BY id');
+  t.same(
+    names.map(({ name }) => name),
+    ['Acme Corp', hundred],
+    'stored as given (100 characters, not bytes), and nothing refused was stored',
+  );
 });
 
 t.test('petstore migrate says what it applied', async (t) => {

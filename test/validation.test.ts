@@ -1,5 +1,6 @@
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
+import type { Pet } from '../src/storage/types.js';
 import { PATTERN_WORDS } from '../src/plugins/errors.js';
 import { startApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
@@ -126,6 +127,87 @@ t.test('status filter and cursor are validated', async (t) => {
     });
     t.equal(response.statusCode, 400, `cursor ${cursor}`);
     t.match(response.json<ErrorBody>().message, /^query\/cursor /);
+  }
+});
+
+const takesLimitStatusCursor = 'is not a parameter of this operation; it takes limit, status, cursor';
+const takesNone = 'is not a parameter of this operation; it takes no query parameters';
+
+t.test('listPets refuses a query parameter it does not declare, naming it and those it takes', async (t) => {
+  const api = await startApi(t);
+  await api.createPet({ name: 'Rex', categoryId: 1, status: 'available' });
+  const cases: [string, string][] = [
+    ['satus=sold', 'satus'],
+    ['status[]=sold', 'status[]'],
+    ['Status=sold', 'Status'],
+    ['limit=5&offset=10', 'offset'],
+    ['dryRun', 'dryRun'],
+    ['=sold', ''],
+    ['__proto__=x', '__proto__'],
+  ];
+  for (const [query, name] of cases) {
+    const response = await api.request({ method: 'GET', url: `/v1/pets?${query}`, headers: api.auth });
+    t.equal(response.statusCode, 400, `${query}: not silently ignored`);
+    const error = response.json<ErrorBody>();
+    t.same(error, { code: 'invalid_request', message: `query/${name} ${takesLimitStatusCursor}`, status: 400 }, query);
+  }
+  const long = await api.request({ method: 'GET', url: `/v1/pets?${'x'.repeat(5_000)}=1`, headers: api.auth });
+  t.equal(long.statusCode, 400);
+  t.equal(
+    long.json<ErrorBody>().message,
+    `query/${'x'.repeat(200)}… ${takesLimitStatusCursor}`,
+    "a long name is shown only in part, as a long path is in a 404's message",
+  );
+});
+
+t.test('getPet and createPet declare no query parameter: any is a 400', async (t) => {
+  const api = await startApi(t);
+  const rex = await api.createPet({ name: 'Rex', categoryId: 1 });
+  const pet = await api.request({ method: 'GET', url: `/v1/pets/${rex.id}?status=sold`, headers: api.auth });
+  t.equal(pet.statusCode, 400);
+  t.equal(pet.json<ErrorBody>().message, `query/status ${takesNone}`);
+  t.equal(pet.headers.sunset, 'Thu, 05 Dec 2030 00:00:00 GMT', 'the 400 of getPet is marked deprecated too');
+
+  const created = await api.request({
+    method: 'POST',
+    url: '/v1/pets?dryRun=true',
+    headers: { ...api.auth, ...json },
+    payload: JSON.stringify({ name: 'Tom', categoryId: 2 }),
+  });
+  t.equal(created.statusCode, 400);
+  t.equal(created.json<ErrorBody>().message, `query/dryRun ${takesNone}`);
+  const listed = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
+  t.same(listed.json(), [rex], 'the refused create stored nothing');
+});
+
+t.test('the query parameters the next-page Link carries are all accepted together', async (t) => {
+  const api = await startApi(t);
+  for (const name of ['Rex', 'Tom', 'Kit']) await api.createPet({ name, categoryId: 1, status: 'sold' });
+  const first = await api.request({ method: 'GET', url: '/v1/pets?status=sold&limit=2', headers: api.auth });
+  t.equal(first.statusCode, 200);
+  const next = /^<([^>]+)>; rel="next"$/.exec(String(first.headers.link))?.[1] ?? '';
+  t.match(next, /^\/v1\/pets\?limit=2&status=sold&cursor=[\w-]+$/, 'the Link carries limit, status and cursor');
+  const second = await api.request({ method: 'GET', url: next, headers: api.auth });
+  t.equal(second.statusCode, 200, 'following it is not refused');
+  t.same(
+    second.json<Pet[]>().map((pet) => pet.name),
+    ['Kit'],
+  );
+});
+
+t.test('an undeclared query parameter is looked at only after authentication', async (t) => {
+  const api = await startApi(t);
+  const requests = [
+    { method: 'GET', url: '/v1/pets?satus=sold' },
+    { method: 'GET', url: '/v1/pets/1?status=sold' },
+    { method: 'POST', url: '/v1/pets?dryRun=true', payload: '{"name":"Rex","categoryId":1}' },
+  ];
+  for (const request of requests) {
+    for (const authorization of [undefined, 'Bearer psk_unknown']) {
+      const headers = { ...json, ...(authorization === undefined ? {} : { authorization }) };
+      const response = await api.request({ ...request, headers });
+      t.equal(response.statusCode, 401, `${request.method} ${request.url} with ${authorization ?? 'no key'}`);
+    }
   }
 });
 

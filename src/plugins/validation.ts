@@ -1,7 +1,8 @@
-import type { FastifySchema } from 'fastify';
+import type { FastifySchema, RouteOptions } from 'fastify';
 import type { FastifyRouteSchemaDef, FastifyValidationResult } from 'fastify/types/schema.js';
-import { Ajv2020, type Options, type ErrorObject } from 'ajv/dist/2020.js';
+import { Ajv2020, type ErrorObject, type Options, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { shown } from '../errors.js';
 
 const shared: Options = {
   // allErrors lets a hostile body cost time proportional to its size; the first error is enough.
@@ -61,6 +62,19 @@ function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): Error
   return typeError(field, `must be an integer from ${range} in plain decimal digits`);
 }
 
+/** A query parameter the operation does not declare: the message says which ones it does. */
+function undeclared(name: string, declared: string[]): ErrorObject {
+  const takes = declared.length === 0 ? 'no query parameters' : declared.join(', ');
+  return {
+    // Not Ajv's `additionalProperties`, which plugins/errors.ts words for body fields: this message is ours.
+    keyword: 'undeclaredParameter',
+    instancePath: `/${shown(name)}`,
+    schemaPath: '#/additionalProperties',
+    params: { additionalProperty: name },
+    message: `is not a parameter of this operation; it takes ${takes}`,
+  };
+}
+
 /** A repeated parameter (`?limit=5&limit=6`) arrives as an array: no schema here takes one. */
 function givenTwice(field: string): ErrorObject {
   return typeError(field, 'must be given once');
@@ -73,6 +87,7 @@ function givenTwice(field: string): ErrorObject {
 function compileParameters(schema: FastifySchema): FastifyValidationResult {
   const validateSchema = parameterAjv.compile(schema);
   const integers = integerFields(schema);
+  const declared = Object.keys((schema as ObjectSchema).properties ?? {});
   const validate = (data: Record<string, unknown> | null): boolean => {
     for (const [field, notAnInteger] of integers) {
       const value = data?.[field];
@@ -88,7 +103,12 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
       return true;
     }
     const errors = validateSchema.errors ?? [];
-    const field = errors.at(0)?.instancePath.slice(1) ?? '';
+    const [first] = errors;
+    if (first?.keyword === 'additionalProperties') {
+      validate.errors = [undeclared(String(first.params.additionalProperty), declared)];
+      return false;
+    }
+    const field = first?.instancePath.slice(1) ?? '';
     validate.errors = Array.isArray(given?.[field]) ? [givenTwice(field)] : errors;
     return false;
   };
@@ -111,7 +131,31 @@ function lowerCaseHeaderNames(schema: FastifySchema): FastifySchema {
   } as FastifySchema;
 }
 
+/**
+ * A query string holds the parameters the operation declares and no others: a misspelt or
+ * unsupported one (`satus=sold`, `status[]=sold`) is a 400, not ignored, as an unknown body field is.
+ */
+function onlyDeclared(schema: FastifySchema): FastifySchema {
+  return { ...schema, additionalProperties: false } as FastifySchema;
+}
+
+/**
+ * An onRoute hook for the contract's routes. The glue gives an operation that declares no query
+ * parameter no querystring schema, and fastify then validates nothing of its query string; with an
+ * empty one, any query parameter sent to it is refused (onlyDeclared).
+ */
+export function validateEveryQueryString(route: RouteOptions): void {
+  const schema = (route.schema ??= {});
+  schema.querystring ??= { type: 'object', properties: {} };
+}
+
+/** A validator of JSON values by the rules bodies are held to (also for account names: src/accounts.ts). */
+export function compileBodySchema(schema: object): ValidateFunction {
+  return bodyAjv.compile(schema);
+}
+
 export function compileValidator({ schema, httpPart }: FastifyRouteSchemaDef<FastifySchema>): FastifyValidationResult {
-  if (httpPart === 'body') return bodyAjv.compile(schema) as FastifyValidationResult;
+  if (httpPart === 'body') return compileBodySchema(schema) as FastifyValidationResult;
+  if (httpPart === 'querystring') return compileParameters(onlyDeclared(schema));
   return compileParameters(httpPart === 'headers' ? lowerCaseHeaderNames(schema) : schema);
 }
