@@ -29,7 +29,7 @@ import health from './plugins/health.js';
 import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
-import { compileValidator } from './plugins/validation.js';
+import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
@@ -260,6 +260,7 @@ export async function buildApp({
   await app.register(async (api) => {
     api.addHook('onRequest', apiHeaders);
     api.addHook('onRoute', keyJsonSchemasByBody);
+    api.addHook('onRoute', validateEveryQueryString);
     if (responseCheck !== undefined) api.addHook('onSend', responseCheck);
     await api.register(openapiGlue, {
       specification: contract.dereferenced,

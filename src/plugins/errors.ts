@@ -12,7 +12,7 @@ import type {
   onResponseHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError, type ErrorBody, errorBody } from '../errors.js';
+import { ApiError, type ErrorBody, errorBody, shown } from '../errors.js';
 import { pathOf, type PathTable } from '../path-table.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 
@@ -253,11 +253,6 @@ export function frameworkErrors(
       (error: unknown) => send(reply, toApiError(error as Error)),
     );
   };
-}
-
-/** Paths are echoed in messages, but not at any length. */
-function shown(path: string): string {
-  return path.length > 200 ? `${path.slice(0, 200)}…` : path;
 }
 
 /**
