@@ -23,6 +23,7 @@ import errors, {
   refusals,
   type RequestHook,
   serveConnectAsRequest,
+  watchAnswersBeforeBody,
 } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
@@ -213,6 +214,7 @@ export async function buildApp({
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
   app.server.on('connect', serveConnectAsRequest(app.server));
+  watchAnswersBeforeBody(app.server);
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
   const refuse = refusals(development);

@@ -100,28 +100,17 @@ function describeValidation(error: FastifyError): string {
   return `${where} ${ruleInWords(first.keyword, params) ?? first.message ?? 'is invalid'}`;
 }
 
-/**
- * Connections whose request was answered before its body had all arrived (a refusal from the
- * headers). The rest is read and dropped; if it never comes, Node's request timeout would answer
- * the same request a second time, with a 408: such a connection is closed instead.
- */
-const answeredBeforeItsBody = new WeakSet<Socket>();
-
-/** Before a refusal from the headers: a body too large or of unknown length closes the connection; a smaller one is awaited and dropped. */
-function beforeBodyIsRead(reply: FastifyReply): void {
-  const { raw } = reply.request;
+/** Before a refusal from the headers: a body too large or of unknown length closes the connection. */
+function closeIfLargeBodyToCome(reply: FastifyReply): void {
   if (largeBodyToCome(reply.request)) {
     reply.header('connection', 'close');
-    closeLingeringAfterAnswer(raw.socket);
-  } else if (!raw.complete && Number(raw.headers['content-length'] ?? 0) > 0) {
-    answeredBeforeItsBody.add(raw.socket);
-    raw.once('end', () => answeredBeforeItsBody.delete(raw.socket));
+    closeLingeringAfterAnswer(reply.request.raw.socket);
   }
 }
 
 /** Sets the status and headers of an Error answer and returns its body. */
 function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
-  beforeBodyIsRead(reply);
+  closeIfLargeBodyToCome(reply);
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
   reply.code(error.statusCode).headers(error.headers);
@@ -146,7 +135,7 @@ export type Refuse = (reply: FastifyReply, error: ApiError) => void;
  * still run, on the response's 'finish'.
  */
 const writeRefusal: Refuse = (reply, error) => {
-  beforeBodyIsRead(reply);
+  closeIfLargeBodyToCome(reply);
   const { body, headers } = error.prepared;
   // Whatever the hooks set is a valid header value: fastify would write the same object.
   const all = Object.assign(reply.getHeaders(), headers) as OutgoingHttpHeaders;
@@ -287,6 +276,29 @@ export function emptyPathParameterIsUnroutable(paths: PathTable): onRequestHookH
     }
     done();
   };
+}
+
+/**
+ * Connections whose request was answered before its body had all arrived: a refusal from the
+ * headers (401, 404, 405, a shed 503), or an answer that never reads a body (GET /healthz sent
+ * one). Node reads the rest and drops it; if it never comes, Node's request timeout would answer
+ * the same request a second time, with a 408, so such a connection is closed instead.
+ */
+const answeredBeforeItsBody = new WeakSet<Socket>();
+
+/** Watches every request that announces a body, on `server`, for an answer that comes before the body. */
+export function watchAnswersBeforeBody(server: Server): void {
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const { headers } = request;
+    if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return;
+    const answered = () => {
+      if (request.complete) return;
+      answeredBeforeItsBody.add(request.socket);
+      request.once('end', () => answeredBeforeItsBody.delete(request.socket));
+    };
+    if (response.writableFinished) answered();
+    else response.once('finish', answered);
+  });
 }
 
 /** Node's own handler reads this too: the response a connection is writing, if any. */
