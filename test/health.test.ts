@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import t from 'tap';
-import { startApi, type Teardown, type TestApi } from './helpers/api.js';
+import { connect, type Socket } from 'node:net';
+import { listen, parseRawResponse, startApi, type Teardown, type TestApi } from './helpers/api.js';
 import { backend } from './helpers/backend.js';
 import { startOwnPostgres } from './helpers/postgres.js';
 
@@ -95,4 +96,34 @@ t.test('SQLite locked by another process: writes are 503s at once and the proces
   await new Promise((resolve) => setTimeout(resolve, 2_100));
   t.same((await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).json(), before, 'nothing written');
   t.equal((await write()).statusCode, 201, 'writes again once the lock is let go');
+});
+
+t.test('/readyz answers 503 once the server is shutting down, while in-flight requests finish', async (t) => {
+  const api = await startApi(t);
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const opened = () =>
+    new Promise<Socket>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => resolve(socket)).once('error', reject);
+    });
+  const answerOf = (socket: Socket) =>
+    new Promise<string>((resolve) => {
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      socket.on('close', () => resolve(received));
+    });
+  // A balancer's probe on a connection already open, its request not yet complete when closing begins.
+  const probe = await opened();
+  const probed = answerOf(probe);
+  probe.write('GET /readyz HTTP/1.1\r\nHost: x\r\n');
+  const ready = await api.app.inject({ url: '/readyz' });
+  t.equal(ready.statusCode, 200, 'ready before');
+  const closed = api.app.close();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  probe.write('\r\n');
+  const response = parseRawResponse(await probed);
+  t.equal(response.statusCode, 503, 'not ready while shutting down');
+  t.equal(response.headers['retry-after'], '1');
+  t.match(response.json(), { code: 'service_unavailable', message: /shutting down/, status: 503 });
+  await closed;
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Storage } from '../storage/types.js';
-import type { ApiError } from '../errors.js';
+import { ApiError } from '../errors.js';
 import { databaseUnavailable } from './errors.js';
 import { answerUnderPressure } from './overload.js';
 
@@ -11,14 +11,32 @@ export interface HealthOptions {
   overloaded: () => ApiError | undefined;
 }
 
+/** /readyz while the server drains its requests to stop (SIGTERM). */
+const SHUTTING_DOWN = new ApiError(
+  503,
+  'service_unavailable',
+  'The server is shutting down; send to another instance',
+  {
+    'retry-after': '1',
+  },
+);
+
 /**
  * `/healthz`: the process is up (even when overloaded: restarting it would not help). `/readyz`:
- * the database answers and the server is not shedding load, so a load balancer may send more.
- * Neither needs a key, and both answer while other requests are shed.
+ * the database answers, the server is not shedding load and not shutting down, so a load balancer
+ * may send more. Neither needs a key, and both answer while other requests are shed.
  */
 async function healthPlugin(app: FastifyInstance, { storage, overloaded }: HealthOptions): Promise<void> {
+  // New connections are refused once closing begins, but a balancer probing over a kept-alive
+  // connection still reaches /readyz while in-flight requests finish.
+  let shuttingDown = false;
+  app.addHook('preClose', (done) => {
+    shuttingDown = true;
+    done();
+  });
   app.get('/healthz', { config: answerUnderPressure }, async () => ({ status: 'ok' }));
   app.get('/readyz', { config: answerUnderPressure }, async (request) => {
+    if (shuttingDown) throw SHUTTING_DOWN;
     const shedding = overloaded();
     if (shedding !== undefined) throw shedding;
     try {
