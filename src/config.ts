@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
 import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
@@ -139,6 +140,18 @@ function redisUrlFrom(value: string | undefined): string | undefined {
 /** `false`, `true` (any peer: only when every connection comes through the proxy), a hop count, or addresses/CIDRs. */
 export type TrustProxy = boolean | number | string;
 
+/**
+ * An address (`10.0.0.5`, `::1`), a CIDR (`10.0.0.0/8`, `fd00::/8`) or one of proxy-addr's named
+ * ranges. Checked here: proxy-addr would read `1.5` as the address 1.0.0.5.
+ */
+function isTrustedPeer(part: string): boolean {
+  if (/^(loopback|linklocal|uniquelocal)$/.test(part)) return true;
+  const [address = '', prefix, ...rest] = part.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128));
+}
+
 /** TRUST_PROXY: unset/`false`, `true`, a number of proxy hops, or comma-separated addresses and CIDRs. */
 function trustProxyFrom(value: string | undefined): TrustProxy {
   const setting = (value ?? '').trim();
@@ -146,11 +159,7 @@ function trustProxyFrom(value: string | undefined): TrustProxy {
   if (setting.toLowerCase() === 'true') return true;
   if (/^[0-9]+$/.test(setting)) return Number(setting);
   const addresses = setting.split(',').map((part) => part.trim());
-  if (
-    addresses.some(
-      (part) => !/^[0-9a-fA-F.:]+(\/[0-9]{1,3})?$/.test(part) && !/^(loopback|linklocal|uniquelocal)$/.test(part),
-    )
-  ) {
+  if (!addresses.every(isTrustedPeer)) {
     throw new Error(
       `TRUST_PROXY must be true, false, a hop count, or comma-separated addresses/CIDRs; got "${value ?? ''}"`,
     );
