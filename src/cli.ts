@@ -122,6 +122,9 @@ function parse(args: string[]): [Command, string] {
     const hint = parameter === undefined ? '' : ' (quote one that has spaces)';
     throw new UsageError(`"${name}" takes ${what}, but was given ${given.length}: ${shown}${hint}`);
   }
+  const option = given.find((argument) => argument.startsWith('-'));
+  // No command takes options: `accounts create --help` would otherwise make an account named --help.
+  if (option !== undefined) throw new UsageError(`"${name}" takes no options; got ${JSON.stringify(option)}`);
   const [argument = ''] = given;
   if (given.length < takes) throw new UsageError(`missing ${parameter}`);
   return [command, argument];

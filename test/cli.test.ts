@@ -86,6 +86,9 @@ t.test('every command refuses arguments beyond those it takes, and does nothing'
     [['keys', 'create', 'acme', 'now'], '"keys create" takes one argument, <account>, but was given 2: "acme" "now"'],
     [['keys', 'list', 'acme', '--all'], '"keys list" takes one argument, <account>, but was given 2: "acme" "--all"'],
     [['migrate', 'now'], '"migrate" takes no arguments, but was given 1: "now"'],
+    // Not an account named --help: no command takes options.
+    [['accounts', 'create', '--help'], '"accounts create" takes no options; got "--help"'],
+    [['keys', 'revoke', '-1'], '"keys revoke" takes no options; got "-1"'],
   ];
   for (const [args, message] of cases) {
     const result = await runCli(args, env);
