@@ -62,13 +62,24 @@ function nonCanonical(field: string, { minimum, maximum }: IntegerSchema): Error
   return typeError(field, `must be an integer from ${range} in plain decimal digits`);
 }
 
+/**
+ * A client's parameter name as a message shows it: quoted, so that an empty name or white space
+ * shows, and with invisible format characters (a right-to-left override) escaped.
+ */
+function quotedName(name: string): string {
+  return JSON.stringify(shown(name)).replace(
+    /[\p{Cf}\p{Zl}\p{Zp}]/gu,
+    (character) => `\\u${(character.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 /** A query parameter the operation does not declare: the message says which ones it does. */
 function undeclared(name: string, declared: string[]): ErrorObject {
   const takes = declared.length === 0 ? 'no query parameters' : declared.join(', ');
   return {
     // Not Ajv's `additionalProperties`, which plugins/errors.ts words for body fields: this message is ours.
     keyword: 'undeclaredParameter',
-    instancePath: `/${shown(name)}`,
+    instancePath: `/${quotedName(name)}`,
     schemaPath: '#/additionalProperties',
     params: { additionalProperty: name },
     message: `is not a parameter of this operation; it takes ${takes}`,
