@@ -16,6 +16,8 @@ export interface paths {
          * @description Returns the animals in ascending `id` order (creation order), at most `limit` of them.
          *     When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
          *     an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+         *     `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
+         *     `status`, only those that also have it. This is how to fetch one animal by its id.
          */
         get: operations["listPets"];
         put?: never;
@@ -42,16 +44,98 @@ export interface paths {
         /**
          * Get an animal (deprecated)
          * @deprecated
-         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets` with the `status` filter
-         *     instead. Every response carries `Deprecation`, `Sunset` and a `Link` to the successor.
+         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead. Every
+         *     response carries `Deprecation`, `Sunset` and a `Link` to the successor.
          */
         get: operations["getPet"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove an animal
+         * @description Removes the animal: it is gone from every list, and its id is never given to another.
+         *     Removing it again is a `404`. An animal with a placed order cannot be removed (`409`
+         *     `pet_on_order`): complete or cancel the order first. `If-Match` removes it only if it is
+         *     as last seen (`412` otherwise).
+         */
+        delete: operations["deletePet"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an animal
+         * @description Changes any of `name`, `categoryId` and `status` with a JSON merge patch (RFC 7396,
+         *     `application/merge-patch+json`): the fields sent replace the stored ones; the others stay.
+         *     The patch is as strict as a new animal: unknown fields, `null` and wrong types are `400`s,
+         *     and so is an empty patch.
+         *
+         *     A status moves only as `PetStatus` allows (`x-transitions`): `available` to `pending` or
+         *     `sold`, `pending` to `available` or `sold`; `sold` is final. Any other move is a `409`
+         *     `invalid_transition`; setting the status the animal already has is no move. While an order
+         *     is placed for the animal, only the order moves it: a status change is a `409`
+         *     `pet_on_order`. The check and the write are one transaction, so of two racing changes one
+         *     applies first and the other is judged against its result.
+         *
+         *     Send the `ETag` of the animal as you last saw it in `If-Match` to change it only if nobody
+         *     changed it since (`412` otherwise). A patch that changes nothing keeps the `ETag`.
+         */
+        patch: operations["updatePet"];
+        trace?: never;
+    };
+    "/store/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List orders
+         * @description Returns the store's orders in ascending `id` order (the order they were placed in), paged
+         *     exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
+         *     follow. Beta: it may change in a minor version.
+         */
+        get: operations["listOrders"];
+        put?: never;
+        /**
+         * Reserve an animal
+         * @description Places an order for an available animal: the order is `placed` and the animal becomes
+         *     `pending`, in one transaction. An animal that is not available, or does not exist, is a
+         *     `409` `pet_not_available`; of two orders for the same animal at the same moment, on any
+         *     instances, one is placed and the other is a `409`. `Idempotency-Key` makes it safe to
+         *     retry, as for `POST /pets`. Beta: it may change in a minor version.
+         */
+        post: operations["placeOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an order
+         * @description The order. Beta: it may change in a minor version.
+         */
+        get: operations["getOrder"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Complete or cancel an order
+         * @description Moves a placed order to `completed` (the animal becomes `sold`) or `cancelled` (the animal
+         *     is `available` again), in one transaction, with a JSON merge patch
+         *     (`application/merge-patch+json`). Both are final (`OrderStatus`'s `x-transitions`): any
+         *     other move is a `409` `invalid_transition`; setting the status the order already has
+         *     changes nothing, so a retry is safe. Beta: it may change in a minor version.
+         */
+        patch: operations["updateOrder"];
         trace?: never;
     };
 }
@@ -59,10 +143,65 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
-         * @description Availability of an animal.
+         * @description Availability of an animal. `x-transitions` lists, for each status, the statuses an animal
+         *     in it may move to; the server enforces exactly these.
          * @enum {string}
          */
         PetStatus: "available" | "pending" | "sold";
+        /**
+         * @description A JSON merge patch of an animal (RFC 7396): the fields to change, at least one. `null`
+         *     (which would remove a field) is refused: every field of an animal is required.
+         */
+        PetPatch: {
+            name?: components["schemas"]["NewPet"]["name"];
+            categoryId?: components["schemas"]["NewPet"]["categoryId"];
+            status?: components["schemas"]["PetStatus"];
+        };
+        /**
+         * @description Where an order stands. `x-transitions` lists the moves allowed: a placed order is completed
+         *     (its animal sold) or cancelled (its animal available again); both are final.
+         * @enum {string}
+         */
+        OrderStatus: "placed" | "completed" | "cancelled";
+        /** @description An order to place, for one available animal. */
+        NewOrder: {
+            /**
+             * Format: int64
+             * @example 1
+             */
+            petId: number;
+        };
+        /** @description A JSON merge patch of an order (RFC 7396); only its status can change. */
+        OrderPatch: {
+            /** @enum {string} */
+            status: "completed" | "cancelled";
+        };
+        /** @description An order for one animal. */
+        Order: {
+            /**
+             * Format: int64
+             * @description Assigned by the service; positive and never reused.
+             */
+            id: number;
+            /**
+             * Format: int64
+             * @description The animal ordered (it may since have been removed).
+             */
+            petId: number;
+            status: components["schemas"]["OrderStatus"];
+            /**
+             * Format: date-time
+             * @description When the order was placed (UTC, milliseconds).
+             */
+            placedAt: string;
+            /**
+             * Format: date-time
+             * @description When its status last changed (UTC, milliseconds).
+             */
+            updatedAt: string;
+        };
+        /** @description A page of orders in ascending `id` order. */
+        Orders: components["schemas"]["Order"][];
         /** @description An animal to add. Only these fields are allowed. */
         NewPet: {
             /**
@@ -105,19 +244,28 @@ export interface components {
         /** @description The body of every response that is not a success. */
         Error: {
             /**
-             * @description Machine-readable error code: `invalid_request` and `malformed_json` (400),
-             *     `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
-             *     `request_timeout` (408), `payload_too_large` (413), `unsupported_media_type` (415),
-             *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429), `internal_error` (500),
-             *     `service_unavailable` (503).
-             * @enum {string}
+             * @description Machine-readable error code: one of `ErrorCode`'s values. The set grows in minor
+             *     versions, so this is an open string: a client treats a code it does not know as the
+             *     generic error of the response's `status`.
+             * @example invalid_request
              */
-            code: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable";
+            code: string;
             /** @description Human-readable description; for a 400 it names the offending field or parameter. */
             message: string;
             /** @description The HTTP status of the response. */
             status: number;
         };
+        /**
+         * @description The codes `Error.code` takes in this version: `invalid_request` and `malformed_json` (400),
+         *     `unauthorized` (401), `not_found` (404), `method_not_allowed` (405), `request_timeout`
+         *     (408), `invalid_transition`, `pet_on_order` and `pet_not_available` (409),
+         *     `precondition_failed` (412), `payload_too_large` (413), `unsupported_media_type` (415),
+         *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429),
+         *     `internal_error` (500), `service_unavailable` (503). New codes come in minor versions
+         *     (docs/errors.md).
+         * @enum {string}
+         */
+        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed";
     };
     responses: {
         /**
@@ -152,6 +300,50 @@ export interface components {
         MethodNotAllowed: {
             headers: {
                 Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No animal has this id (or it was removed). */
+        PetNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No order has this id. */
+        OrderNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The change is not allowed in the current state: a status move its `x-transitions` do not
+         *     allow (`invalid_transition`), a change of an animal that has a placed order
+         *     (`pet_on_order`), or an order for an animal that is not available (`pet_not_available`).
+         *     Nothing changed.
+         */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `If-Match` named none of the animal's current `ETag`s: it changed since it was read. Nothing
+         *     changed; fetch it again, and decide again.
+         */
+        PreconditionFailed: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -206,7 +398,11 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not `application/json`, names a charset other than UTF-8, or is compressed. */
+        /**
+         * @description The body is not of the media type the operation takes (`application/json`, or
+         *     `application/merge-patch+json` for a change), names a charset other than UTF-8, or is
+         *     compressed.
+         */
         UnsupportedMediaType: {
             headers: {
                 /** @description Sent when the body was compressed; the only coding accepted. */
@@ -268,6 +464,33 @@ export interface components {
          */
         IdempotencyKey: string;
         /**
+         * @description Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
+         *     no animal are left out of the page, not an error.
+         * @example [
+         *       3,
+         *       7,
+         *       12
+         *     ]
+         */
+        IdFilter: number[];
+        /**
+         * @description Only orders with this status.
+         * @example placed
+         */
+        OrderStatusFilter: components["schemas"]["OrderStatus"];
+        /**
+         * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
+         *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
+         *     Without it, changes apply in the order they arrive.
+         * @example "3"
+         */
+        IfMatch: string;
+        /**
+         * @description The order's id, a canonical positive decimal integer.
+         * @example 1
+         */
+        OrderId: number;
+        /**
          * @description The animal's id, a canonical positive decimal integer.
          * @example 1
          */
@@ -278,10 +501,17 @@ export interface components {
         /** @description The request's id, echoed from the request's `X-Request-Id` or generated. */
         XRequestId: string;
         /**
-         * @description Present when more animals follow: `<{url of the next page}>; rel="next"`. The URL keeps
-         *     `limit` and `status` and adds `cursor`.
+         * @description Present when more items follow: `<{url of the next page}>; rel="next"`. The URL keeps
+         *     the filters and `limit` and adds `cursor`.
          */
         NextLink: string;
+        /**
+         * @description The animal's version as a strong entity tag (`"3"`): it changes whenever the animal does.
+         *     Send it back in `If-Match` to change the animal only if nobody changed it since.
+         */
+        ETag: string;
+        /** @description `true` when this answer replays an earlier request with the same `Idempotency-Key`. */
+        IdempotentReplayed: "true";
         /** @description The operation is deprecated (RFC 9745); the value is when it was deprecated. */
         Deprecation: string;
         /** @description When the operation will be removed (RFC 8594). */
@@ -322,6 +552,16 @@ export interface operations {
                  * @example available
                  */
                 status?: components["parameters"]["StatusFilter"];
+                /**
+                 * @description Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
+                 *     no animal are left out of the page, not an error.
+                 * @example [
+                 *       3,
+                 *       7,
+                 *       12
+                 *     ]
+                 */
+                id?: components["parameters"]["IdFilter"];
                 /**
                  * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
                  *     page. A malformed cursor is a 400.
@@ -383,9 +623,9 @@ export interface operations {
                 headers: {
                     /** @description Path of the new animal. */
                     Location: string;
+                    ETag: components["headers"]["ETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
-                    /** @description `true` when this answer replays an earlier request with the same `Idempotency-Key`. */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -397,6 +637,18 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            /**
+             * @description A retry with an `Idempotency-Key` whose animal has since been removed: it is not
+             *     created again.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -425,6 +677,7 @@ export interface operations {
             /** @description The animal. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["SuccessorLink"];
@@ -529,6 +782,286 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    deletePet: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
+                 *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
+                 *     Without it, changes apply in the order they arrive.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The animal's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                petId: components["parameters"]["PetId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The animal was removed. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["PetNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updatePet: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
+                 *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
+                 *     Without it, changes apply in the order they arrive.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The animal's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                petId: components["parameters"]["PetId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["PetPatch"];
+            };
+        };
+        responses: {
+            /** @description The animal as it is now. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pet"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["PetNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrders: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size, from 1 to 100. Outside that range is a 400 (never clamped).
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Only orders with this status.
+                 * @example placed
+                 */
+                status?: components["parameters"]["OrderStatusFilter"];
+                /**
+                 * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
+                 *     page. A malformed cursor is a 400.
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of orders. */
+            200: {
+                headers: {
+                    Link: components["headers"]["NextLink"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Orders"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    placeOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     same API key within 24 hours, answers with the original 201 (same pet, with
+                 *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
+                 *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+                 * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewOrder"];
+            };
+        };
+        responses: {
+            /** @description The order was placed. */
+            201: {
+                headers: {
+                    /** @description Path of the new order. */
+                    Location: string;
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The order's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                orderId: components["parameters"]["OrderId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["OrderNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The order's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                orderId: components["parameters"]["OrderId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["OrderPatch"];
+            };
+        };
+        responses: {
+            /** @description The order as it is now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["OrderNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

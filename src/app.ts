@@ -27,7 +27,7 @@ import errors, {
 } from './plugins/errors.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
-import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
+import jsonBody, { JSON_MEDIA_TYPES, refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
@@ -113,11 +113,12 @@ interface MediaTypeMap {
   content?: Record<string, { schema?: unknown }>;
 }
 
-/** The schema of a body the contract gives as application/json and nothing else. */
+/** The schema of a body the contract gives in one JSON media type and no other. */
 function onlyJsonSchema(part: unknown): unknown {
   const content = (part as MediaTypeMap | undefined)?.content;
-  if (content === undefined || Object.keys(content).length !== 1) return undefined;
-  return content['application/json']?.schema;
+  const [mediaType, ...others] = Object.keys(content ?? {});
+  if (mediaType === undefined || others.length > 0) return undefined;
+  return (JSON_MEDIA_TYPES as readonly string[]).includes(mediaType) ? content?.[mediaType]?.schema : undefined;
 }
 
 /**
@@ -221,16 +222,25 @@ export async function buildApp({
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
   // Shedding comes before fastify sees the request: a shed must cost as little as possible.
-  const deprecation = deprecationHeaders(`${contract.basePath}/pets`);
-  const deprecationPairs = Object.entries(deprecation).flat();
+  const deprecations = new Map(
+    contract.operations.flatMap((operation) => {
+      const headers = deprecationHeaders(operation, contract.operations, contract.basePath);
+      return headers === undefined ? [] : [[operation.operationId, headers] as const];
+    }),
+  );
+  const deprecationPairs = new Map(
+    [...deprecations].map(([operationId, headers]) => [operationId, Object.entries(headers).flat()]),
+  );
   await app.register(overload, {
     settings: overloadSettings,
     metrics,
     requestId,
     bodyLimit: BODY_LIMIT,
     // Every answer of a deprecated operation says so, a shed one too.
-    headersFor: (request) =>
-      paths.match(request.url ?? '')?.operations.get(request.method ?? '')?.deprecated === true ? deprecationPairs : [],
+    headersFor: (request) => {
+      const operation = paths.match(request.url ?? '')?.operations.get(request.method ?? '');
+      return (operation && deprecationPairs.get(operation.operationId)) ?? [];
+    },
   });
   await app.register(framing);
   await app.register(errors, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
@@ -240,14 +250,13 @@ export async function buildApp({
   await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contract, publicUrl });
 
-  const handlers = serviceHandlers(storage, contract.basePath);
+  const handlers = serviceHandlers(storage, contract);
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
   const authenticate = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey });
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
-  const addDeprecationHeaders = markDeprecated(deprecation);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
   const [mockFor, responseCheck] = development
@@ -280,10 +289,14 @@ export async function buildApp({
         const handler = written ?? mockFor?.(operation);
         const onRequest: RequestHook[] = [];
         if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
-        if (operation.deprecated) onRequest.push(addDeprecationHeaders);
+        const deprecation = deprecations.get(operationId);
+        if (deprecation !== undefined) onRequest.push(markDeprecated(deprecation));
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         operationHooks.set(operationId, onRequest);
-        const preParsing = operation.takesBody ? [refuseUnreadableBody, continueBeforeBody] : [];
+        const preParsing =
+          operation.requestMediaType === undefined
+            ? []
+            : [refuseUnreadableBody(operation.requestMediaType), continueBeforeBody];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         return { handler, onRequest, preParsing } as unknown as RouteOptions;

@@ -16,8 +16,21 @@ export interface ContractOperation {
   /** Security schemes that accept a request (empty: no authentication). */
   securitySchemes: string[];
   deprecated: boolean;
-  /** Whether the operation declares a request body. */
-  takesBody: boolean;
+  /** A deprecated operation's dates and successor, from its `x-deprecated-at`, `x-sunset` and `x-successor`. */
+  deprecation: Deprecation | undefined;
+  /** `x-stability-level` (`beta`, `experimental`); stable when absent. */
+  stability: string;
+  /** The media type of its request body (one per operation), when it takes one. */
+  requestMediaType: string | undefined;
+}
+
+export interface Deprecation {
+  /** When it was deprecated (`x-deprecated-at`, a date). */
+  deprecatedAt: Date;
+  /** When it will be removed (`x-sunset`, a date, as oasdiff reads it). */
+  sunset: Date;
+  /** The operationId of the operation that replaces it (`x-successor`). */
+  successor: string;
 }
 
 export interface ValidatedContract {
@@ -120,11 +133,51 @@ function basePathOf(document: OpenApiDocument): string {
   return basePath;
 }
 
+type OperationObject = OpenAPIV3_1.OperationObject<{
+  'x-deprecated-at'?: unknown;
+  'x-sunset'?: unknown;
+  'x-successor'?: unknown;
+  'x-stability-level'?: unknown;
+}>;
+
+function dateOf(value: unknown): Date | undefined {
+  const date =
+    typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(`${value}T00:00:00Z`) : undefined;
+  return date === undefined || Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/**
+ * A deprecated operation must say when it was deprecated, when it goes and what replaces it: its
+ * every response says so (plugins/deprecation.ts), so a contract without them does not load.
+ */
+function deprecationOf(operation: OperationObject, operationIds: Set<string>): Deprecation | undefined {
+  if (operation.deprecated !== true) return undefined;
+  const deprecatedAt = dateOf(operation['x-deprecated-at']);
+  const sunset = dateOf(operation['x-sunset']);
+  const successor = operation['x-successor'];
+  if (
+    deprecatedAt === undefined ||
+    sunset === undefined ||
+    typeof successor !== 'string' ||
+    !operationIds.has(successor)
+  ) {
+    throw new Error(
+      `${operation.operationId} is deprecated: give it x-deprecated-at and x-sunset (dates, YYYY-MM-DD) and x-successor (the operationId that replaces it)`,
+    );
+  }
+  return { deprecatedAt, sunset, successor };
+}
+
 function operationsOf(document: OpenApiDocument): ContractOperation[] {
   const operations: ContractOperation[] = [];
+  const operationIds = new Set(
+    Object.values(document.paths ?? {}).flatMap((item) =>
+      HTTP_METHODS.flatMap((method) => item?.[method]?.operationId ?? []),
+    ),
+  );
   for (const [path, item] of Object.entries(document.paths ?? {})) {
     for (const method of HTTP_METHODS) {
-      const operation = item?.[method];
+      const operation = item?.[method] as OperationObject | undefined;
       if (operation === undefined) continue;
       if (operation.operationId === undefined) throw new Error(`${method} ${path} has no operationId`);
       const security = operation.security ?? document.security ?? [];
@@ -134,7 +187,11 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
         path,
         securitySchemes: security.flatMap((requirement) => Object.keys(requirement)),
         deprecated: operation.deprecated === true,
-        takesBody: operation.requestBody !== undefined,
+        deprecation: deprecationOf(operation, operationIds),
+        stability: typeof operation['x-stability-level'] === 'string' ? operation['x-stability-level'] : 'stable',
+        requestMediaType: Object.keys(
+          (operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined)?.content ?? {},
+        )[0],
       });
     }
   }

@@ -184,7 +184,7 @@ t.test('Expect: 100-continue gets the 100 only once authentication has passed', 
   const accepted = await expectContinue(port, head(`Authorization: ${api.auth.authorization}\r\n`), body);
   t.match(accepted, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, 'with a key: the 100, then the 201');
   assertConforms('POST', '/v1/pets', parseRawResponse(accepted.slice(accepted.indexOf('\r\n\r\n') + 4)));
-  t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 1, 'the pet was created once');
+  t.equal((await api.storage.pets.list({ limit: 10 })).items.length, 1, 'the pet was created once');
 
   const other = await expectContinue(
     port,

@@ -185,7 +185,7 @@ t.test(
         what,
       );
     }
-    t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 0, 'nothing was stored');
+    t.equal((await api.storage.pets.list({ limit: 10 })).items.length, 0, 'nothing was stored');
 
     const accepted: [string, Record<string, string>][] = [
       ['Content-Encoding: identity', { ...json, 'content-encoding': 'Identity' }],
@@ -387,7 +387,7 @@ t.test('requests pipelined before one that cannot be parsed are answered, and on
     return response.json<{ name: string }>().name;
   });
   t.same(names, ['First', 'Second'], 'in order');
-  t.equal((await api.storage.pets.list({ limit: 10 })).pets.length, 2, 'each pet was created once');
+  t.equal((await api.storage.pets.list({ limit: 10 })).items.length, 2, 'each pet was created once');
 });
 
 t.test(

@@ -153,16 +153,18 @@ t.test("responses carry the contract's fields only, whatever else the storage re
       pets: {
         ...storage.pets,
         get: async (id) => {
-          const pet = await storage.pets.get(id);
-          return pet && withInternals(pet);
+          const found = await storage.pets.get(id);
+          return found && { ...found, pet: withInternals(found.pet) };
         },
         list: async (query) => {
           const page = await storage.pets.list(query);
-          return { ...page, pets: page.pets.map(withInternals) };
+          return { ...page, items: page.items.map(withInternals) };
         },
         create: async (pet, claim) => {
-          const created = await storage.pets.create(pet, claim);
-          return created.outcome === 'conflict' ? created : { ...created, pet: withInternals(created.pet) };
+          const outcome = await storage.pets.create(pet, claim);
+          return outcome.outcome === 'created'
+            ? { ...outcome, created: { ...outcome.created, pet: withInternals(outcome.created.pet) } }
+            : outcome;
         },
       },
     }),

@@ -36,7 +36,7 @@ t.test('each API key gets RATE_LIMIT_PER_MINUTE requests, then 429 with Retry-Af
   t.equal(limited.json<ErrorBody>().code, 'rate_limited');
   t.ok(Number(limited.headers['retry-after']) > 0 && Number(limited.headers['retry-after']) <= 60);
   const listed = await api.storage.pets.list({ limit: 10 });
-  t.same(listed.pets, [], 'the limited create changed nothing');
+  t.same(listed.items, [], 'the limited create changed nothing');
 
   const { issueKey } = await import('../src/auth/api-keys.js');
   const account = await api.storage.accounts.createAccount('second');

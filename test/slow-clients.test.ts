@@ -62,7 +62,7 @@ t.test('a client sending its body a byte a second is cut off; others are served 
     message: 'The request took too long to arrive',
     status: 408,
   });
-  t.same((await api.storage.pets.list({ limit: 10 })).pets, [], 'nothing was stored');
+  t.same((await api.storage.pets.list({ limit: 10 })).items, [], 'nothing was stored');
 });
 
 t.test('a body declared over 16 KiB is refused before it is sent', async (t) => {

@@ -101,14 +101,14 @@ app.get<{ Querystring: { limit: number; status?: PetStatus; cursor?: string } }>
       status,
       afterId: cursor === undefined ? undefined : decodeCursor(cursor),
     });
-    const last = page.pets.at(-1);
+    const last = page.items.at(-1);
     if (page.hasMore && last !== undefined) {
       const next = new URLSearchParams({ limit: String(limit) });
       if (status !== undefined) next.set('status', status);
       next.set('cursor', encodeCursor(last.id));
       reply.header('link', `</v1/pets?${next.toString()}>; rel="next"`);
     }
-    return page.pets;
+    return page.items;
   },
 );
 
@@ -117,8 +117,9 @@ app.post<{ Body: NewPetRecord }>(
   { onRequest: authenticate, schema: { body: newPet, response: { 201: pet, '4xx': error } } },
   async (request, reply) => {
     const created = await storage.pets.create(request.body);
-    if (created.outcome === 'conflict') throw new Error('no idempotency key was sent');
-    return reply.code(201).header('location', `/v1/pets/${created.pet.id}`).send(created.pet);
+    if (created.outcome !== 'created') throw new Error('no idempotency key was sent');
+    const { pet, version } = created.created;
+    return reply.code(201).header('location', `/v1/pets/${pet.id}`).header('etag', `"${version}"`).send(pet);
   },
 );
 
@@ -128,10 +129,10 @@ app.get<{ Params: { petId: number } }>(
     onRequest: [async (_request, reply) => void reply.headers(DEPRECATION), authenticate],
     schema: { params: { type: 'object', properties: { petId: id } }, response: { 200: pet, '4xx': error } },
   },
-  async (request) => {
+  async (request, reply) => {
     const found = await storage.pets.get(request.params.petId);
     if (found === undefined) throw new ApiError(404, 'not_found', `No pet with id ${request.params.petId}`);
-    return found;
+    return reply.header('etag', `"${found.version}"`).send(found.pet);
   },
 );
 

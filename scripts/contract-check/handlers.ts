@@ -20,12 +20,12 @@ const untouchableStorage = new Proxy(
 ) as Storage;
 
 /** The operationIds the service object answers: exactly what fastify-openapi-glue resolves against. */
-export function handlerNames(basePath: string): string[] {
-  return Object.keys(serviceHandlers(untouchableStorage, basePath));
+export function handlerNames(contract: Contract): string[] {
+  return Object.keys(serviceHandlers(untouchableStorage, contract));
 }
 
 /** Every operation of the contract has a handler, and every handler an operation. */
-export function checkHandlers(contract: Contract, handlers: string[] = handlerNames(contract.basePath)): Drift[] {
+export function checkHandlers(contract: Contract, handlers: string[] = handlerNames(contract)): Drift[] {
   const implemented = new Set(handlers);
   const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
   const drifts: Drift[] = [];

@@ -1,8 +1,15 @@
+import type { Contract } from '../contract.js';
+import { StoreRules } from '../domain/rules.js';
 import type { Storage } from '../storage/types.js';
+import { orderHandlers } from './orders.js';
 import { petHandlers } from './pets.js';
 import type { ServiceHandlers } from './types.js';
 
 /** The service object the glue resolves operationIds against: one entry per operation. */
-export function serviceHandlers(storage: Storage, basePath: string): ServiceHandlers {
-  return { ...petHandlers(storage.pets, basePath) };
+export function serviceHandlers(storage: Storage, contract: Contract): ServiceHandlers {
+  const rules = new StoreRules(contract.dereferenced);
+  return {
+    ...petHandlers(storage.pets, rules, contract.basePath),
+    ...orderHandlers(storage.orders, rules, contract.basePath),
+  };
 }

@@ -7,11 +7,14 @@ export type OperationId = keyof operations;
 type Operation<K extends OperationId> = operations[K];
 type Parameters<K extends OperationId> = Operation<K>['parameters'];
 
-type JsonBody<T> = T extends { content: { 'application/json': infer Body } } ? Body : never;
+/** A request or response body, of whichever media type the contract gives it; undefined for none. */
+type BodyOf<T> = T extends { content: infer Content } ? Content[keyof Content] : undefined;
 
-/** The JSON body the contract gives an operation's 2xx responses. */
+type SuccessStatus = 200 | 201 | 202 | 203 | 204 | 205 | 206;
+
+/** The body of any 2xx response the contract gives an operation (undefined for a 204). */
 export type SuccessBody<K extends OperationId> = {
-  [S in keyof Operation<K>['responses']]: S extends 200 | 201 ? JsonBody<Operation<K>['responses'][S]> : never;
+  [S in keyof Operation<K>['responses']]: S extends SuccessStatus ? BodyOf<Operation<K>['responses'][S]> : never;
 }[keyof Operation<K>['responses']];
 
 /** Node lower-cases header names; the contract spells them as documented. */
@@ -22,7 +25,7 @@ export type OperationRequest<K extends OperationId> = FastifyRequest<{
   Params: NonNullable<Parameters<K>['path']>;
   Querystring: NonNullable<Parameters<K>['query']>;
   Headers: LowercaseKeys<NonNullable<Parameters<K>['header']>>;
-  Body: JsonBody<Operation<K>['requestBody']>;
+  Body: BodyOf<Operation<K>['requestBody']>;
 }>;
 
 /**

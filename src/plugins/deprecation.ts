@@ -1,11 +1,23 @@
 import type { onRequestHookHandler } from 'fastify';
+import type { ContractOperation } from '../contract.js';
 
-/** When getPet was deprecated (RFC 9745 structured date: 2026-11-22) and when it goes away (RFC 8594). */
-const DEPRECATED_AT = '@1795305600';
-const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT';
-
-export function deprecationHeaders(successorPath: string): Record<string, string> {
-  return { deprecation: DEPRECATED_AT, sunset: SUNSET, link: `<${successorPath}>; rel="successor-version"` };
+/**
+ * The headers every response of a deprecated operation carries, from its contract: `Deprecation`
+ * (RFC 9745, a structured date), `Sunset` (RFC 8594) and a `Link` to its successor.
+ */
+export function deprecationHeaders(
+  operation: ContractOperation,
+  operations: readonly ContractOperation[],
+  basePath: string,
+): Record<string, string> | undefined {
+  const { deprecation } = operation;
+  if (deprecation === undefined) return undefined;
+  const successor = operations.find(({ operationId }) => operationId === deprecation.successor);
+  return {
+    deprecation: `@${Math.floor(deprecation.deprecatedAt.getTime() / 1000)}`,
+    sunset: deprecation.sunset.toUTCString(),
+    link: `<${basePath}${successor?.path ?? ''}>; rel="successor-version"`,
+  };
 }
 
 /** Marks every response of a deprecated operation, errors included (it runs before auth). */

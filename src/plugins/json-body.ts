@@ -88,27 +88,47 @@ function namesOtherCharset(contentType: string | undefined): boolean {
     });
 }
 
-/**
- * Before a body is read (a preParsing hook, so after authentication): a 415 for one that cannot be
- * read as JSON text, compressed or in another charset. Without it, a gzip body is a 400 for bytes
- * that are not UTF-8, and a UTF-16 or Latin-1 one is read as UTF-8.
- */
-export const refuseUnreadableBody: preParsingHookHandler = (request, _reply, payload, done) => {
-  const { headers } = request;
-  if (isCoded(headers['content-encoding'])) done(COMPRESSED);
-  else if (namesOtherCharset(headers['content-type'])) done(NOT_UTF8);
-  else done(null, payload);
-};
+/** The JSON media types bodies come in: plain, and a JSON merge patch (RFC 7396) for a change. */
+export const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'] as const;
+
+function essenceOf(contentType: string): string {
+  return (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
+}
+
+function hasBody(headers: {
+  'content-length'?: string | undefined;
+  'transfer-encoding'?: string | undefined;
+}): boolean {
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+}
 
 /**
- * Bodies are JSON and nothing else. fastify's parser is kept (it rejects `__proto__` and
+ * Before a body is read (a preParsing hook, so after authentication): a 415 for one that is not of
+ * the operation's media type, or cannot be read as JSON text, compressed or in another charset.
+ * Without it, a gzip body is a 400 for bytes that are not UTF-8, and a UTF-16 or Latin-1 one is
+ * read as UTF-8.
+ */
+export function refuseUnreadableBody(mediaType: string): preParsingHookHandler {
+  const otherType = new ApiError(415, 'unsupported_media_type', `Content-Type must be ${mediaType}`);
+  return (request, _reply, payload, done) => {
+    const { headers } = request;
+    const contentType = headers['content-type'];
+    if (contentType === undefined ? hasBody(headers) : essenceOf(contentType) !== mediaType) done(otherType);
+    else if (isCoded(headers['content-encoding'])) done(COMPRESSED);
+    else if (namesOtherCharset(contentType)) done(NOT_UTF8);
+    else done(null, payload);
+  };
+}
+
+/**
+ * Bodies are JSON and nothing else (each operation's one media type: refuseUnreadableBody). fastify's parser is kept (it rejects `__proto__` and
  * `constructor.prototype`), after two checks it lacks: bytes that are not UTF-8 would become
  * U+FFFD, and a repeated key would silently drop a value. Both are 400 `malformed_json`.
  */
 async function jsonBodyPlugin(app: FastifyInstance): Promise<void> {
   const parse = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+  app.addContentTypeParser([...JSON_MEDIA_TYPES], { parseAs: 'buffer' }, (request, body: Buffer, done) => {
     if (!isUtf8(body)) {
       done(new ApiError(400, 'malformed_json', 'Body is not valid UTF-8'), undefined);
       return;

@@ -1,3 +1,4 @@
+import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Storage } from './types.js';
 
@@ -30,15 +31,16 @@ function instrumentRepository<T extends object>(repository: T, name: string, met
     timed[method] = (...args: unknown[]) => {
       const started = performance.now();
       const done = () => duration.observe((performance.now() - started) / 1000);
-      const failed = () => {
-        errors.inc();
+      // A refusal decided inside the transaction (an ApiError: a 409, a 412) is an answer, not a failure.
+      const failed = (error: unknown) => {
+        if (!(error instanceof ApiError)) errors.inc();
         done();
       };
       let result: Promise<unknown>;
       try {
         result = call.apply(repository, args);
       } catch (error) {
-        failed();
+        failed(error);
         throw error;
       }
       result.then(done, failed);
@@ -58,6 +60,7 @@ export function instrumentStorage(storage: Storage, metrics: Metrics): Storage {
   if (pooled) metrics.watchPool(stats);
   return {
     pets: instrumentRepository(storage.pets, 'pets', metrics),
+    orders: instrumentRepository(storage.orders, 'orders', metrics),
     accounts: instrumentRepository(storage.accounts, 'accounts', metrics),
     migrationsApplied: storage.migrationsApplied,
     ping: () => storage.ping(),

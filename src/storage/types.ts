@@ -3,17 +3,37 @@ import type { components } from '../../generated/openapi.js';
 export type Pet = components['schemas']['Pet'];
 export type PetStatus = components['schemas']['PetStatus'];
 export type NewPetRecord = Required<components['schemas']['NewPet']>;
+export type PetFields = Partial<NewPetRecord>;
+export type Order = components['schemas']['Order'];
+export type OrderStatus = components['schemas']['OrderStatus'];
 
-export interface PetPageQuery {
+/** A pet with its version, which every change increments: its ETag. */
+export interface VersionedPet {
+  pet: Pet;
+  version: number;
+}
+
+/** A pet as a change of it is decided on, inside the transaction that writes the change. */
+export interface PetState extends VersionedPet {
+  /** The id of the order placed for it, while one is. */
+  placedOrderId: number | undefined;
+}
+
+export interface PageQuery<Status> {
   limit: number;
-  status?: PetStatus | undefined;
-  /** Return only pets whose id is greater than this (keyset paging). */
+  status?: Status | undefined;
+  /** Return only rows whose id is greater than this (keyset paging). */
   afterId?: number | undefined;
 }
 
-export interface PetPage {
-  pets: Pet[];
-  /** True when at least one more pet follows the last one returned. */
+export interface PetPageQuery extends PageQuery<PetStatus> {
+  /** Only these ids. */
+  ids?: readonly number[] | undefined;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** True when at least one more row follows the last one returned. */
   hasMore: boolean;
 }
 
@@ -22,26 +42,62 @@ export interface IdempotencyClaim {
   /** The API key that sent the request: keys are scoped to it. */
   apiKeyId: number;
   key: string;
-  /** Identifies the request body, to tell a retry from a reuse of the key. */
+  /** Identifies the request (operation and body), to tell a retry from a reuse of the key. */
   fingerprint: Buffer;
 }
 
-export type CreateOutcome =
-  | { outcome: 'created' | 'replayed'; pet: Pet }
-  /** The key was used, within its lifetime, with another body. */
+export type CreateOutcome<T> =
+  | { outcome: 'created'; created: T }
+  /** The key was used before for this request: what it created, unless that was removed since. */
+  | { outcome: 'replayed'; created: T | undefined }
+  /** The key was used, within its lifetime, with another request. */
   | { outcome: 'conflict' };
 
 /** How long an Idempotency-Key is remembered. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
+/**
+ * Decides a change from the current state, inside the transaction that will write it: returns
+ * what to write (undefined: nothing changes), or throws the refusal (an ApiError), which rolls
+ * the transaction back. Domain rules live in these deciders (src/domain/), not in the backends.
+ */
+export type Decide<State, Change> = (current: State) => Change | undefined;
+
 /** The pet catalogue. Handlers speak only this; each backend speaks its own SQL. */
 export interface PetRepository {
-  list(query: PetPageQuery): Promise<PetPage>;
+  list(query: PetPageQuery): Promise<Page<Pet>>;
   /** Creates a pet; with a claim, the check, the insert and the claim are one transaction. */
-  create(pet: NewPetRecord, claim?: IdempotencyClaim): Promise<CreateOutcome>;
-  get(id: number): Promise<Pet | undefined>;
+  create(pet: NewPetRecord, claim?: IdempotencyClaim): Promise<CreateOutcome<VersionedPet>>;
+  get(id: number): Promise<VersionedPet | undefined>;
+  /** Changes a pet as `decide` says, atomically with reading it; undefined when there is no such pet. */
+  update(id: number, decide: Decide<PetState, PetFields>): Promise<VersionedPet | undefined>;
+  /** Removes a pet unless `decide` throws; false when there is no such pet. */
+  remove(id: number, check: (current: PetState) => void): Promise<boolean>;
   /** Adds many pets in one transaction (seeding and benchmarks). */
   createMany(pets: Iterable<NewPetRecord>): Promise<number>;
+}
+
+/** An order's move, and its pet's with it. */
+export interface OrderChange {
+  status: OrderStatus;
+  petStatus: PetStatus;
+}
+
+/** The store's orders. Each change moves the order's pet in the same transaction. */
+export interface OrderRepository {
+  list(query: PageQuery<OrderStatus>): Promise<Page<Order>>;
+  get(id: number): Promise<Order | undefined>;
+  /**
+   * Places an order for a pet, which `check` must accept (it throws otherwise), and moves the pet
+   * to `petStatus`; with a claim, as PetRepository.create.
+   */
+  place(
+    petId: number,
+    check: (pet: PetState | undefined) => PetStatus,
+    claim?: IdempotencyClaim,
+  ): Promise<CreateOutcome<Order>>;
+  /** Changes an order and its pet as `decide` says; undefined when there is no such order. */
+  update(id: number, decide: Decide<Order, OrderChange>): Promise<Order | undefined>;
 }
 
 export interface Account {
@@ -77,6 +133,7 @@ export interface AccountRepository {
 
 export interface Storage {
   pets: PetRepository;
+  orders: OrderRepository;
   accounts: AccountRepository;
   /** How many migrations opening it applied (0: the schema was up to date). */
   migrationsApplied: number;

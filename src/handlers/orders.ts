@@ -1,0 +1,43 @@
+import type { StoreRules } from '../domain/rules.js';
+import { ApiError } from '../errors.js';
+import type { OrderRepository } from '../storage/types.js';
+import { claimOf, created } from './idempotency.js';
+import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';
+import type { OperationHandlers } from './types.js';
+
+export type OrderHandlers = Pick<OperationHandlers, 'listOrders' | 'placeOrder' | 'getOrder' | 'updateOrder'>;
+
+function notFound(id: number): ApiError {
+  return new ApiError(404, 'not_found', `No order with id ${id}`);
+}
+
+export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePath: string): OrderHandlers {
+  return {
+    async listOrders(request, reply) {
+      const { limit = DEFAULT_LIMIT, status, cursor } = request.query;
+      const page = await orders.list({ limit, status, afterId: afterIdOf(cursor) });
+      return pageOf(reply, `${basePath}/store/orders`, { limit: String(limit), status }, page);
+    },
+
+    async placeOrder(request, reply) {
+      const { petId } = request.body;
+      const outcome = await orders.place(petId, rules.placeOrder(petId), claimOf(request, ['placeOrder', petId]));
+      const order = created(outcome, reply, 'order');
+      reply.header('location', `${basePath}/store/orders/${order.id}`);
+      return order;
+    },
+
+    async getOrder(request) {
+      const order = await orders.get(request.params.orderId);
+      if (order === undefined) throw notFound(request.params.orderId);
+      return order;
+    },
+
+    async updateOrder(request) {
+      const { orderId } = request.params;
+      const order = await orders.update(orderId, rules.changeOrder(request.body.status));
+      if (order === undefined) throw notFound(orderId);
+      return order;
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import type { Pool, PoolClient } from 'pg';
+import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
+import { firstRow, rows, transaction } from './queries.js';
+
+interface ClaimRow {
+  fingerprint: Buffer;
+  resourceId: number;
+}
+
+/** Idempotency claims, committed with what they claim (a pet, an order). */
+export class Claims {
+  constructor(
+    private readonly pool: Pool,
+    private readonly now: () => number,
+  ) {}
+
+  /** Forgets expired claims (at start). */
+  async purge(): Promise<void> {
+    await rows(this.pool, {
+      text: 'DELETE FROM idempotency_keys WHERE created_at <= $1',
+      values: [this.now() - IDEMPOTENCY_TTL_MS],
+    });
+  }
+
+  /**
+   * Runs `create` in a transaction unless the claim was made before: then the earlier outcome
+   * (`replay` of what it created, or a conflict for another request). Requests with the same key,
+   * on this instance or another, take turns on an advisory lock on it: a retry in flight waits for
+   * the first to commit (at most the statement timeout), then replays it.
+   */
+  async claimed<T>(
+    claim: IdempotencyClaim | undefined,
+    replay: (id: number) => Promise<T | undefined>,
+    create: (client: PoolClient) => Promise<{ id: number; created: T }>,
+  ): Promise<CreateOutcome<T>> {
+    if (claim === undefined) return { outcome: 'created', created: (await transaction(this.pool, create)).created };
+    const at = this.now();
+    const since = at - IDEMPOTENCY_TTL_MS;
+    const settle = async (earlier: ClaimRow): Promise<CreateOutcome<T>> =>
+      earlier.fingerprint.equals(claim.fingerprint)
+        ? { outcome: 'replayed', created: await replay(earlier.resourceId) }
+        : { outcome: 'conflict' };
+    const earlier = await firstRow<ClaimRow>(this.pool, find(claim, since));
+    if (earlier !== undefined) return settle(earlier);
+    const outcome = await transaction(this.pool, async (client) => {
+      await rows(client, {
+        name: 'claims-lock',
+        text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, $2))',
+        values: [claim.key, claim.apiKeyId],
+      });
+      const raced = await firstRow<ClaimRow>(client, find(claim, since));
+      if (raced !== undefined) return { raced };
+      // An expired claim on the same key gives way to the new one.
+      await rows(client, {
+        text: 'DELETE FROM idempotency_keys WHERE api_key_id = $1 AND key = $2',
+        values: [claim.apiKeyId, claim.key],
+      });
+      const made = await create(client);
+      await rows(client, {
+        name: 'claims-save',
+        text: `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, created_at)
+               VALUES ($1, $2, $3, $4, $5)`,
+        values: [claim.apiKeyId, claim.key, claim.fingerprint, made.id, at],
+      });
+      return { made };
+    });
+    return 'raced' in outcome ? settle(outcome.raced) : { outcome: 'created', created: outcome.made.created };
+  }
+}
+
+function find(claim: IdempotencyClaim, since: number) {
+  return {
+    name: 'claims-find',
+    text: `SELECT fingerprint, resource_id AS "resourceId" FROM idempotency_keys
+           WHERE api_key_id = $1 AND key = $2 AND created_at > $3`,
+    values: [claim.apiKeyId, claim.key, since],
+  };
+}

@@ -1,0 +1,59 @@
+import type { Pool } from 'pg';
+import type { Claims } from './idempotency.js';
+import { lockPet, setPetStatus } from './pets.js';
+import { firstRow, onlyRow, rows, TIMESTAMP, transaction } from './queries.js';
+import type { Order, OrderRepository } from '../types.js';
+
+const ORDER_COLUMNS = `id, pet_id AS "petId", status, ${TIMESTAMP('placed_at')} AS "placedAt",
+  ${TIMESTAMP('updated_at')} AS "updatedAt"`;
+const ORDER_SQL = {
+  list: `SELECT ${ORDER_COLUMNS} FROM orders WHERE id > $1 ORDER BY id LIMIT $2`,
+  listByStatus: `SELECT ${ORDER_COLUMNS} FROM orders WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  byId: `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`,
+  lock: `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 FOR UPDATE`,
+  insert: `INSERT INTO orders (pet_id, status, placed_at, updated_at)
+    VALUES ($1, 'placed', to_timestamp($2 / 1000.0), to_timestamp($2 / 1000.0)) RETURNING ${ORDER_COLUMNS}`,
+  setStatus: `UPDATE orders SET status = $1, updated_at = to_timestamp($2 / 1000.0) WHERE id = $3
+    RETURNING ${ORDER_COLUMNS}`,
+};
+
+export function orderRepository(pool: Pool, claims: Claims, now: () => number): OrderRepository {
+  const byId = (id: number) => firstRow<Order>(pool, { name: 'orders-by-id', text: ORDER_SQL.byId, values: [id] });
+
+  return {
+    list: async ({ limit, status, afterId = 0 }) => {
+      const query =
+        status === undefined
+          ? { name: 'orders-list', text: ORDER_SQL.list, values: [afterId, limit + 1] }
+          : { name: 'orders-list-status', text: ORDER_SQL.listByStatus, values: [status, afterId, limit + 1] };
+      const found = await rows<Order>(pool, query);
+      const hasMore = found.length > limit;
+      return { items: hasMore ? found.slice(0, limit) : found, hasMore };
+    },
+    get: byId,
+    // The pet's row is locked first: two orders for it, on any instances, are decided one after the other.
+    place: async (petId, check, claim) =>
+      claims.claimed(claim, byId, async (client) => {
+        await setPetStatus(client, petId, check(await lockPet(client, petId)));
+        const created = await onlyRow<Order>(client, {
+          name: 'orders-insert',
+          text: ORDER_SQL.insert,
+          values: [petId, now()],
+        });
+        return { id: created.id, created };
+      }),
+    update: async (id, decide) =>
+      transaction(pool, async (client) => {
+        const current = await firstRow<Order>(client, { name: 'orders-lock', text: ORDER_SQL.lock, values: [id] });
+        if (current === undefined) return undefined;
+        const change = decide(current);
+        if (change === undefined) return current;
+        await setPetStatus(client, current.petId, change.petStatus);
+        return onlyRow<Order>(client, {
+          name: 'orders-set-status',
+          text: ORDER_SQL.setStatus,
+          values: [change.status, now(), id],
+        });
+      }),
+  };
+}

@@ -1,0 +1,131 @@
+import type { Pool, PoolClient } from 'pg';
+import type { Claims } from './idempotency.js';
+import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
+import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
+
+const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
+/**
+ * The statements of every request, built once: node-postgres checks a named statement's text
+ * against the one it prepared on each use, which is a pointer comparison when it is the same string.
+ */
+const PET_SQL = {
+  list: `SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+  listByStatus: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  listByIds: `SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[]) AND id > $2 ORDER BY id LIMIT $3`,
+  listByIdsAndStatus: `SELECT ${PET_COLUMNS} FROM pets
+    WHERE id = ANY($1::bigint[]) AND status = $2 AND id > $3 ORDER BY id LIMIT $4`,
+  insert: `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`,
+  byId: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1`,
+  lock: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1 FOR UPDATE`,
+  placedOrder: `SELECT id FROM orders WHERE pet_id = $1 AND status = 'placed'`,
+  change: `UPDATE pets SET name = coalesce($1, name), category_id = coalesce($2, category_id),
+    status = coalesce($3, status), version = version + 1 WHERE id = $4 RETURNING ${PET_COLUMNS}, version`,
+  setStatus: 'UPDATE pets SET status = $1, version = version + 1 WHERE id = $2',
+};
+
+type PetRow = Pet & { version: number };
+
+function versioned({ version, ...pet }: PetRow): VersionedPet {
+  return { pet, version };
+}
+
+/**
+ * A pet as a change is decided on, its row locked until the transaction ends: a racing change of
+ * the same pet, on any instance, waits and then decides on what this one wrote.
+ */
+export async function lockPet(client: PoolClient, id: number): Promise<PetState | undefined> {
+  const row = await firstRow<PetRow>(client, { name: 'pets-lock', text: PET_SQL.lock, values: [id] });
+  if (row === undefined) return undefined;
+  const order = await firstRow<{ id: number }>(client, {
+    name: 'pets-placed-order',
+    text: PET_SQL.placedOrder,
+    values: [id],
+  });
+  return { ...versioned(row), placedOrderId: order?.id };
+}
+
+/** Moves a pet to a status, as an order's change does. */
+export async function setPetStatus(client: PoolClient, id: number, status: PetStatus): Promise<void> {
+  await rows(client, { name: 'pets-set-status', text: PET_SQL.setStatus, values: [status, id] });
+}
+
+async function getPet(db: Queryable, id: number): Promise<VersionedPet | undefined> {
+  const row = await firstRow<PetRow>(db, { name: 'pets-by-id', text: PET_SQL.byId, values: [id] });
+  return row === undefined ? undefined : versioned(row);
+}
+
+export function petRepository(pool: Pool, claims: Claims): PetRepository {
+  // limit + 1 rows tell whether another page follows without a second query.
+  const list = (afterId: number, limit: number, status: string | undefined, ids: readonly number[] | undefined) => {
+    if (ids === undefined) {
+      return status === undefined
+        ? { name: 'pets-list', text: PET_SQL.list, values: [afterId, limit + 1] }
+        : { name: 'pets-list-status', text: PET_SQL.listByStatus, values: [status, afterId, limit + 1] };
+    }
+    return status === undefined
+      ? { name: 'pets-list-ids', text: PET_SQL.listByIds, values: [ids, afterId, limit + 1] }
+      : { name: 'pets-list-ids-status', text: PET_SQL.listByIdsAndStatus, values: [ids, status, afterId, limit + 1] };
+  };
+  const insert = async (db: Queryable, pet: NewPetRecord) => {
+    const created = versioned(
+      await onlyRow<PetRow>(db, {
+        name: 'pets-insert',
+        text: PET_SQL.insert,
+        values: [pet.name, pet.categoryId, pet.status],
+      }),
+    );
+    return { id: created.pet.id, created };
+  };
+
+  return {
+    list: async ({ limit, status, ids, afterId = 0 }) => {
+      const found = await rows<Pet>(pool, list(afterId, limit, status, ids));
+      const hasMore = found.length > limit;
+      return { items: hasMore ? found.slice(0, limit) : found, hasMore };
+    },
+    create: async (pet, claim) =>
+      claim === undefined
+        ? { outcome: 'created', created: (await insert(pool, pet)).created }
+        : claims.claimed(
+            claim,
+            (id) => getPet(pool, id),
+            (client) => insert(client, pet),
+          ),
+    get: async (id) => getPet(pool, id),
+    update: async (id, decide) =>
+      transaction(pool, async (client) => {
+        const current = await lockPet(client, id);
+        if (current === undefined) return undefined;
+        const fields = decide(current);
+        if (fields === undefined) return { pet: current.pet, version: current.version };
+        const row = await onlyRow<PetRow>(client, {
+          name: 'pets-change',
+          text: PET_SQL.change,
+          values: [fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id],
+        });
+        return versioned(row);
+      }),
+    remove: async (id, check) =>
+      transaction(pool, async (client) => {
+        const current = await lockPet(client, id);
+        if (current === undefined) return false;
+        check(current);
+        await rows(client, { text: 'DELETE FROM pets WHERE id = $1', values: [id] });
+        return true;
+      }),
+    createMany: async (pets) => {
+      const all = [...pets];
+      await transaction(pool, async (client) => {
+        for (let start = 0; start < all.length; start += 10_000) {
+          const batch = all.slice(start, start + 10_000);
+          await rows(client, {
+            text: `INSERT INTO pets (name, category_id, status)
+                   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])`,
+            values: [batch.map((pet) => pet.name), batch.map((pet) => pet.categoryId), batch.map((pet) => pet.status)],
+          });
+        }
+      });
+      return all.length;
+    },
+  };
+}

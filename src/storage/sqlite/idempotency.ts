@@ -1,0 +1,49 @@
+import type Database from 'better-sqlite3';
+import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
+
+/**
+ * Idempotency claims, used inside the transaction that creates what they claim (a pet, an order):
+ * IMMEDIATE transactions take the write lock first, so two racing retries cannot both miss it.
+ */
+export class Claims {
+  private readonly find;
+  private readonly save;
+
+  constructor(
+    db: Database.Database,
+    private readonly now: () => number,
+  ) {
+    this.find = db.prepare<[number, string, number], { fingerprint: Buffer; resourceId: number }>(
+      `SELECT fingerprint, resource_id AS resourceId FROM idempotency_keys
+       WHERE api_key_id = ? AND key = ? AND created_at > ?`,
+    );
+    // REPLACE: an expired claim on the same key gives way to the new one.
+    this.save = db.prepare<[number, string, Buffer, number, number]>(
+      `INSERT OR REPLACE INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, created_at)
+       VALUES (?, ?, ?, ?, ?)`,
+    );
+    db.prepare<[number]>('DELETE FROM idempotency_keys WHERE created_at <= ?').run(now() - IDEMPOTENCY_TTL_MS);
+  }
+
+  /**
+   * Creates with `create` unless the claim was made before: then the earlier outcome (`replay` of
+   * what it created, or a conflict for another request). Call inside an IMMEDIATE transaction.
+   */
+  claimed<T>(
+    claim: IdempotencyClaim | undefined,
+    replay: (id: number) => T | undefined,
+    create: () => { id: number; created: T },
+  ): CreateOutcome<T> {
+    const at = this.now();
+    if (claim !== undefined) {
+      const earlier = this.find.get(claim.apiKeyId, claim.key, at - IDEMPOTENCY_TTL_MS);
+      if (earlier !== undefined) {
+        if (!earlier.fingerprint.equals(claim.fingerprint)) return { outcome: 'conflict' };
+        return { outcome: 'replayed', created: replay(earlier.resourceId) };
+      }
+    }
+    const { id, created } = create();
+    if (claim !== undefined) this.save.run(claim.apiKeyId, claim.key, claim.fingerprint, id, at);
+    return { outcome: 'created', created };
+  }
+}

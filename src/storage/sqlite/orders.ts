@@ -1,0 +1,60 @@
+import type Database from 'better-sqlite3';
+import type { Claims } from './idempotency.js';
+import { petStates, petStatusSetter } from './pets.js';
+import type { Order, OrderChange, OrderRepository, Decide, PetState, PetStatus } from '../types.js';
+
+const ORDER_COLUMNS = 'id, pet_id AS petId, status, placed_at AS placedAt, updated_at AS updatedAt';
+
+export function orderRepository(db: Database.Database, claims: Claims, now: () => number): OrderRepository {
+  const list = {
+    all: db.prepare<[number, number], Order>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id > ? ORDER BY id LIMIT ?`),
+    byStatus: db.prepare<[string, number, number], Order>(
+      `SELECT ${ORDER_COLUMNS} FROM orders WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+  };
+  const byId = db.prepare<[number], Order>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = ?`);
+  const insert = db.prepare<[number, string, string], Order>(
+    `INSERT INTO orders (pet_id, status, placed_at, updated_at) VALUES (?, 'placed', ?, ?) RETURNING ${ORDER_COLUMNS}`,
+  );
+  const setStatus = db.prepare<[string, string, number], Order>(
+    `UPDATE orders SET status = ?, updated_at = ? WHERE id = ? RETURNING ${ORDER_COLUMNS}`,
+  );
+  const petState = petStates(db);
+  const movePet = petStatusSetter(db);
+  const timestamp = () => new Date(now()).toISOString();
+
+  // IMMEDIATE transactions: the pet is read under the write lock, so two orders cannot both find it available.
+  const place = db.transaction(
+    (petId: number, check: (pet: PetState | undefined) => PetStatus, claim: Parameters<OrderRepository['place']>[2]) =>
+      claims.claimed(
+        claim,
+        (id) => byId.get(id),
+        () => {
+          movePet(petId, check(petState(petId)));
+          const at = timestamp();
+          const created = insert.get(petId, at, at) as Order;
+          return { id: created.id, created };
+        },
+      ),
+  );
+  const update = db.transaction((id: number, decide: Decide<Order, OrderChange>) => {
+    const current = byId.get(id);
+    if (current === undefined) return undefined;
+    const change = decide(current);
+    if (change === undefined) return current;
+    movePet(current.petId, change.petStatus);
+    return setStatus.get(change.status, timestamp(), id) as Order;
+  });
+
+  return {
+    list: async ({ limit, status, afterId = 0 }) => {
+      const rows =
+        status === undefined ? list.all.all(afterId, limit + 1) : list.byStatus.all(status, afterId, limit + 1);
+      const hasMore = rows.length > limit;
+      return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
+    },
+    get: async (id) => byId.get(id),
+    place: async (petId, check, claim) => place.immediate(petId, check, claim),
+    update: async (id, decide) => update.immediate(id, decide),
+  };
+}

@@ -1,0 +1,117 @@
+import type Database from 'better-sqlite3';
+import type { Claims } from './idempotency.js';
+import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
+
+const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
+
+type PetRow = Pet & { version: number };
+
+function versioned({ version, ...pet }: PetRow): VersionedPet {
+  return { pet, version };
+}
+
+/** A pet as a change is decided on: with its version and its placed order. */
+export function petStates(db: Database.Database): (id: number) => PetState | undefined {
+  const byId = db.prepare<[number], PetRow>(`SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ?`);
+  const placedOrder = db.prepare<[number], { id: number }>(
+    `SELECT id FROM orders WHERE pet_id = ? AND status = 'placed'`,
+  );
+  return (id) => {
+    const row = byId.get(id);
+    return row === undefined ? undefined : { ...versioned(row), placedOrderId: placedOrder.get(id)?.id };
+  };
+}
+
+/** Moves a pet to a status, as an order's change does. */
+export function petStatusSetter(db: Database.Database): (id: number, status: Pet['status']) => void {
+  const update = db.prepare<[string, number]>('UPDATE pets SET status = ?, version = version + 1 WHERE id = ?');
+  return (id, status) => void update.run(status, id);
+}
+
+export function petRepository(db: Database.Database, claims: Claims): PetRepository {
+  // limit + 1 rows tell whether another page follows without a second query. A list of ids is
+  // bound as one JSON array.
+  const ids = 'id IN (SELECT value FROM json_each(?))';
+  const list = {
+    all: db.prepare<[number, number], Pet>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`),
+    byStatus: db.prepare<[string, number, number], Pet>(
+      `SELECT ${PET_COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    byIds: db.prepare<[string, number, number], Pet>(
+      `SELECT ${PET_COLUMNS} FROM pets WHERE ${ids} AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    byIdsAndStatus: db.prepare<[string, string, number, number], Pet>(
+      `SELECT ${PET_COLUMNS} FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+  };
+  const insert = db.prepare<[string, number, string], PetRow>(
+    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${PET_COLUMNS}, version`,
+  );
+  const byId = db.prepare<[number], PetRow>(`SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ?`);
+  const change = db.prepare<[string | null, number | null, string | null, number], PetRow>(
+    `UPDATE pets SET name = coalesce(?, name), category_id = coalesce(?, category_id),
+       status = coalesce(?, status), version = version + 1
+     WHERE id = ? RETURNING ${PET_COLUMNS}, version`,
+  );
+  const remove = db.prepare<[number]>('DELETE FROM pets WHERE id = ?');
+  const stateOf = petStates(db);
+  const get = (id: number) => {
+    const row = byId.get(id);
+    return row === undefined ? undefined : versioned(row);
+  };
+  const create = (pet: NewPetRecord) => {
+    const created = versioned(insert.get(pet.name, pet.categoryId, pet.status) as PetRow);
+    return { id: created.pet.id, created };
+  };
+  // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
+  const createClaimed = db.transaction((pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
+    claims.claimed(claim, get, () => create(pet)),
+  );
+  const update = db.transaction((id: number, decide: Parameters<PetRepository['update']>[1]) => {
+    const current = stateOf(id);
+    if (current === undefined) return undefined;
+    const fields: PetFields | undefined = decide(current);
+    if (fields === undefined) return current;
+    const row = change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetRow;
+    return versioned(row);
+  });
+  const removeChecked = db.transaction((id: number, check: (current: PetState) => void) => {
+    const current = stateOf(id);
+    if (current === undefined) return false;
+    check(current);
+    remove.run(id);
+    return true;
+  });
+  const insertMany = db.transaction((pets: Iterable<NewPetRecord>) => {
+    let count = 0;
+    for (const pet of pets) {
+      insert.run(pet.name, pet.categoryId, pet.status);
+      count += 1;
+    }
+    return count;
+  });
+
+  return {
+    list: async ({ limit, status, ids: only, afterId = 0 }) => {
+      const rows =
+        only === undefined
+          ? status === undefined
+            ? list.all.all(afterId, limit + 1)
+            : list.byStatus.all(status, afterId, limit + 1)
+          : status === undefined
+            ? list.byIds.all(JSON.stringify(only), afterId, limit + 1)
+            : list.byIdsAndStatus.all(JSON.stringify(only), status, afterId, limit + 1);
+      const hasMore = rows.length > limit;
+      return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
+    },
+    create: async (pet, claim) =>
+      claim === undefined ? { outcome: 'created', created: create(pet).created } : createClaimed.immediate(pet, claim),
+    get: async (id) => get(id),
+    update: async (id, decide) => {
+      const updated = update.immediate(id, decide);
+      return updated === undefined ? undefined : { pet: updated.pet, version: updated.version };
+    },
+    remove: async (id, check) => removeChecked.immediate(id, check),
+    createMany: async (pets) => insertMany(pets),
+  };
+}
