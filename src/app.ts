@@ -10,7 +10,7 @@ import Fastify, {
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Redis } from 'ioredis';
-import type { Contract } from './contract.js';
+import { type Contract, incompleteDeprecations } from './contract.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
@@ -162,6 +162,8 @@ export async function buildApp({
   trustProxy = false,
   https,
 }: AppOptions): Promise<FastifyInstance> {
+  const [incomplete] = incompleteDeprecations(contract.operations);
+  if (incomplete !== undefined) throw new Error(incomplete);
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
   const operationHooks = new Map<string, RequestHook[]>();

@@ -146,26 +146,28 @@ function dateOf(value: unknown): Date | undefined {
   return date === undefined || Number.isNaN(date.getTime()) ? undefined : date;
 }
 
-/**
- * A deprecated operation must say when it was deprecated, when it goes and what replaces it: its
- * every response says so (plugins/deprecation.ts), so a contract without them does not load.
- */
+/** A deprecated operation's dates and successor, when its contract gives them all. */
 function deprecationOf(operation: OperationObject, operationIds: Set<string>): Deprecation | undefined {
-  if (operation.deprecated !== true) return undefined;
   const deprecatedAt = dateOf(operation['x-deprecated-at']);
   const sunset = dateOf(operation['x-sunset']);
   const successor = operation['x-successor'];
-  if (
-    deprecatedAt === undefined ||
-    sunset === undefined ||
-    typeof successor !== 'string' ||
-    !operationIds.has(successor)
-  ) {
-    throw new Error(
-      `${operation.operationId} is deprecated: give it x-deprecated-at and x-sunset (dates, YYYY-MM-DD) and x-successor (the operationId that replaces it)`,
-    );
-  }
+  if (operation.deprecated !== true || deprecatedAt === undefined || sunset === undefined) return undefined;
+  if (typeof successor !== 'string' || !operationIds.has(successor)) return undefined;
   return { deprecatedAt, sunset, successor };
+}
+
+/**
+ * The deprecated operations that do not say when they were deprecated, when they go and what
+ * replaces them: every response of one says so (plugins/deprecation.ts), so neither the server
+ * nor `contract:check` accepts one without them.
+ */
+export function incompleteDeprecations(operations: readonly ContractOperation[]): string[] {
+  return operations
+    .filter(({ deprecated, deprecation }) => deprecated && deprecation === undefined)
+    .map(
+      ({ operationId }) =>
+        `${operationId} is deprecated: give it x-deprecated-at and x-sunset (dates, YYYY-MM-DD) and x-successor (the operationId that replaces it)`,
+    );
 }
 
 function operationsOf(document: OpenApiDocument): ContractOperation[] {

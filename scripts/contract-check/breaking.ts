@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { type Contract, loadContract } from '../../src/contract.js';
@@ -17,11 +17,14 @@ interface DiffReport {
   reportVersion: string;
   changes: {
     path: string;
+    kind: string;
+    property?: string;
+    impact: 'major' | 'minor' | 'patch';
     verdicts: {
       ruleId: string;
       impact: 'major' | 'minor' | 'patch';
       message: string;
-      location?: { file: string; line: number; col: number };
+      location?: { file: string; pointer: string; line: number; col: number };
     }[];
   }[];
 }
@@ -36,14 +39,22 @@ export function parseVersion(text: string): Version | undefined {
   return match === null ? undefined : [Number(match[1]), Number(match[2]), Number(match[3])];
 }
 
+/** Every `contracts/vX.Y.Z.yaml`, oldest first. */
+export function releases(root: string): Release[] {
+  const found = readdirSync(join(root, files.releases)).flatMap((name) => {
+    const version = parseVersion(/^v(.+)\.yaml$/.exec(name)?.[1] ?? '');
+    return version === undefined ? [] : [{ version, file: `${files.releases}/${name}` }];
+  });
+  return found.sort(
+    (a, b) => a.version[0] - b.version[0] || a.version[1] - b.version[1] || a.version[2] - b.version[2],
+  );
+}
+
 /** The newest `contracts/vX.Y.Z.yaml` of this major version, if any was released. */
 export function newestRelease(root: string, major: number): Release | undefined {
-  const releases = readdirSync(join(root, files.releases)).flatMap((name) => {
-    const version = parseVersion(/^v(.+)\.yaml$/.exec(name)?.[1] ?? '');
-    return version?.[0] !== major ? [] : [{ version, file: `${files.releases}/${name}` }];
-  });
-  releases.sort((a, b) => a.version[1] - b.version[1] || a.version[2] - b.version[2]);
-  return releases.at(-1);
+  return releases(root)
+    .filter(({ version }) => version[0] === major)
+    .at(-1);
 }
 
 /** `#/paths/~1pets~1{petId}/get/responses/200` -> `GET /pets/{petId} responses/200`. */
@@ -93,10 +104,82 @@ export function securityChanges(released: Contract, current: Contract, label: st
   });
 }
 
+/** A breaking change made on purpose, once, accepted with its reason (contracts/accepted-changes.json). */
+export interface AcceptedChange {
+  /** The release it breaks, e.g. `v1.0.0`. */
+  against: string;
+  rule: string;
+  /** The JSON pointer of the changed schema in the newer contract. */
+  at: string;
+  reason: string;
+}
+
+export function loadAcceptedChanges(root: string): AcceptedChange[] {
+  const file = join(root, files.acceptedChanges);
+  return (JSON.parse(readFileSync(file, 'utf8')) as { changes: AcceptedChange[] }).changes;
+}
+
+/** One change `redocly diff` found, with its impact, and why a major one does not fail. */
+export interface RatedChange {
+  path: string;
+  kind: string;
+  property: string | undefined;
+  impact: 'major' | 'minor' | 'patch';
+  message: string;
+  ruleId: string | undefined;
+  /** Set for a major change that is allowed: to a beta operation, or accepted. */
+  allowed?: string;
+  location: string;
+}
+
+/** The stability of the operation a diff path is under, in the released contract. */
+function stabilityAt(released: Contract, path: string): string {
+  const match = /^#\/paths\/([^/]+)\/([a-z]+)/.exec(path);
+  if (match === null) return 'stable';
+  const template = (match[1] ?? '').replaceAll('~1', '/').replaceAll('~0', '~');
+  const method = (match[2] ?? '').toUpperCase();
+  return (
+    released.operations.find((operation) => operation.path === template && operation.method === method)?.stability ??
+    'stable'
+  );
+}
+
 /**
- * openapi.yaml breaks no client of the newest release of its major version: `redocly diff` rates
- * every change (direction-aware: a request may accept more and a response promise more, never
- * the reverse) and each change it rates major is a failure, as is any change of authentication.
+ * Every change from `base` to `revision` (files relative to the root), rated by `redocly diff`
+ * (direction-aware: a request may accept more and a response promise more, never the reverse).
+ * A major change is allowed to an operation marked beta or experimental (`x-stability-level`) in
+ * `base`, and where contracts/accepted-changes.json accepts it against `label`.
+ */
+export async function ratedChanges(
+  root: string,
+  base: string,
+  revision: string,
+  label: string,
+): Promise<RatedChange[]> {
+  // security-requirement-changed is replaced by securityChanges(), which also sees removals.
+  const args = ['diff', base, revision, '--format=json', '--fail-on=none', '--skip-rule=security-requirement-changed'];
+  const report = parseReport('redocly diff', await redocly(root, args)) as DiffReport;
+  if (report.reportVersion !== '1') throw new Error(`redocly diff: unknown report version ${report.reportVersion}`);
+  const released = await loadContract(join(root, base));
+  const accepted = loadAcceptedChanges(root).filter((change) => change.against === label);
+  return report.changes.flatMap(({ path, kind, property, impact, verdicts }) => {
+    const rated = verdicts.length === 0 ? [{ ruleId: undefined, impact, message: '', location: undefined }] : verdicts;
+    return rated.map(({ ruleId, impact: verdictImpact, message, location }): RatedChange => {
+      const where = `${describePointer(path)}${location === undefined ? '' : `, ${location.file}:${location.line}:${location.col}`}`;
+      const change: RatedChange = { path, kind, property, impact: verdictImpact, message, ruleId, location: where };
+      if (verdictImpact !== 'major') return change;
+      const stability = stabilityAt(released, path);
+      if (stability !== 'stable') return { ...change, allowed: `the operation is ${stability} in ${label}` };
+      const reason = accepted.find((entry) => entry.rule === ruleId && entry.at === location?.pointer)?.reason;
+      return reason === undefined ? change : { ...change, allowed: `accepted: ${reason}` };
+    });
+  });
+}
+
+/**
+ * openapi.yaml breaks no client of the newest release of its major version: each change
+ * `redocly diff` rates major is a failure unless allowed (ratedChanges), as is any change of
+ * authentication.
  */
 export async function checkBreaking(root: string, current: Contract): Promise<Drift[]> {
   const version = parseVersion(current.document.info.version);
@@ -105,29 +188,15 @@ export async function checkBreaking(root: string, current: Contract): Promise<Dr
   }
   const release = newestRelease(root, version[0]);
   if (release === undefined) return []; // a new major version: nothing released to break yet
-  const label = `v${release.version.join('.')} (${release.file})`;
-  // security-requirement-changed is replaced by securityChanges(), which also sees removals.
-  const args = [
-    'diff',
-    release.file,
-    files.contract,
-    '--format=json',
-    '--fail-on=none',
-    '--skip-rule=security-requirement-changed',
-  ];
-  const report = parseReport('redocly diff', await redocly(root, args)) as DiffReport;
-  if (report.reportVersion !== '1') throw new Error(`redocly diff: unknown report version ${report.reportVersion}`);
-  const drifts = report.changes.flatMap(({ path, verdicts }) =>
-    verdicts
-      .filter(({ impact }) => impact === 'major')
-      .map(({ ruleId, message, location }): Drift => {
-        const at = location === undefined ? '' : `, ${location.file}:${location.line}:${location.col}`;
-        return {
-          what: `breaking change against ${label}: ${message} [${ruleId}]`,
-          where: `${describePointer(path)}${at}`,
-          fix: FIX,
-        };
-      }),
-  );
+  const tag = `v${release.version.join('.')}`;
+  const label = `${tag} (${release.file})`;
+  const changes = await ratedChanges(root, release.file, files.contract, tag);
+  const drifts = changes
+    .filter(({ impact, allowed }) => impact === 'major' && allowed === undefined)
+    .map(({ ruleId, message, location }): Drift => ({
+      what: `breaking change against ${label}: ${message} [${String(ruleId)}]`,
+      where: location,
+      fix: FIX,
+    }));
   return [...drifts, ...securityChanges(await loadContract(join(root, release.file)), current, label)];
 }

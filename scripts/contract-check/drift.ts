@@ -21,4 +21,6 @@ export const files = {
   generated: 'generated',
   releases: 'contracts',
   unreachedResponses: 'contracts/unreached-responses.json',
+  acceptedChanges: 'contracts/accepted-changes.json',
+  changelog: 'contracts/CHANGELOG.md',
 } as const;

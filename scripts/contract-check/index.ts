@@ -3,9 +3,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Contract, loadContract } from '../../src/contract.js';
 import { checkBreaking } from './breaking.js';
+import { checkChangelog } from './changelog.js';
 import { type Drift, files } from './drift.js';
 import { checkGenerated } from './generated.js';
-import { checkHandlers } from './handlers.js';
+import { checkDeprecations, checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
@@ -62,6 +63,8 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
     ...(await Promise.all([
       ...independent,
       attempt('breaking', () => checkBreaking(root, contract)),
+      attempt('deprecation', () => checkDeprecations(contract)),
+      attempt('changelog', () => checkChangelog(root)),
       ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),
       ...(responseLog === undefined ? [] : [attempt('responses', () => responsesCheck(root, contract, responseLog))]),
     ])),
