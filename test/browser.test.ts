@@ -70,12 +70,27 @@ async function docsInChromium(t: TapTest): Promise<void> {
   const operations = page.locator('.opblock');
   await operations.first().waitFor();
   t.equal(await operations.count(), contract.operations.length, 'one block per operation');
+  const blockOf = (operationId: string) => {
+    const { method, path } = contract.operations.find((operation) => operation.operationId === operationId) ?? {};
+    const item = contract.dereferenced.paths?.[path ?? ''] as Record<string, { tags?: string[] }> | undefined;
+    return page.locator(`#operations-${item?.[method?.toLowerCase() ?? '']?.tags?.[0] ?? ''}-${operationId}`);
+  };
   for (const { operationId, method, path } of contract.operations) {
-    const block = page.locator(`#operations-pets-${operationId}`);
+    const block = blockOf(operationId);
     const summary = await block.locator('.opblock-summary').innerText();
     t.match(summary, method, operationId);
     t.match(summary, path);
     t.match(summary, operationId);
+  }
+
+  const beta = contract.operations.filter(({ stability }) => stability === 'beta');
+  t.ok(beta.length > 0, 'the contract has beta operations');
+  for (const { operationId } of beta) {
+    const block = blockOf(operationId);
+    await block.locator('.opblock-summary').click();
+    t.ok(await becomesVisible(block.getByText('x-stability-level')), `${operationId} shows its stability`);
+    t.ok(await becomesVisible(block.getByText('beta', { exact: true })), `${operationId} is shown as beta`);
+    await block.locator('.opblock-summary').click();
   }
 
   const getPet = page.locator('#operations-pets-getPet');

@@ -98,6 +98,37 @@ t.test('two instances on one database serve one catalogue', async (t) => {
   );
 });
 
+t.test('two instances racing over the same pet: one order, one 409; transitions hold across instances', async (t) => {
+  const cluster = await startCluster(t, await (await sharedPostgres()).newDatabase(t));
+  const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const mergePatch = (body: object) => ({
+    method: 'PATCH',
+    headers: { 'content-type': 'application/merge-patch+json' },
+    body: JSON.stringify(body),
+  });
+  for (let round = 0; round < 5; round += 1) {
+    const pet = (await (await cluster.create(round % 2, { name: `race ${round}`, categoryId: 1 })).json()) as Pet;
+    const orders = await Promise.all(
+      [0, 1].map((instance) => cluster.call(instance, '/store/orders', { method: 'POST', ...json({ petId: pet.id }) })),
+    );
+    t.same(orders.map(({ status }) => status).sort(), [201, 409], `round ${round}: one order is placed`);
+
+    const other = (await (
+      await cluster.create(0, { name: `moves ${round}`, categoryId: 1, status: 'pending' })
+    ).json()) as Pet;
+    const moves = await Promise.all([
+      cluster.call(0, `/pets/${other.id}`, mergePatch({ status: 'available' })),
+      cluster.call(1, `/pets/${other.id}`, mergePatch({ status: 'sold' })),
+    ]);
+    const [stored] = (await (await cluster.call(round % 2, `/pets?id=${other.id}`)).json()) as Pet[];
+    const outcome = `${moves.map(({ status }) => status).join('/')} ${String(stored?.status)}`;
+    t.ok(
+      ['200/200 sold', '409/200 sold'].includes(outcome),
+      `round ${round}: a serial outcome, never sold -> available (${outcome})`,
+    );
+  }
+});
+
 t.test('racing retries with one Idempotency-Key over both instances create one pet', async (t) => {
   const cluster = await startCluster(t, await (await sharedPostgres()).newDatabase(t));
   for (let round = 0; round < 5; round += 1) {

@@ -50,6 +50,9 @@ const DOCS_UI_CONFIG = {
   deepLinking: true,
   displayOperationId: true,
   persistAuthorization: true,
+  // The contract's extensions are part of what it promises: `x-stability-level: beta` on an
+  // operation, `x-transitions` on a status, `x-sunset` on a deprecated operation.
+  showExtensions: true,
 };
 
 /**
