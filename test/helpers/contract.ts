@@ -62,12 +62,31 @@ function outsideViolations(
   return problems;
 }
 
+/** The codes this version sends: `Error.code` is an open string, `ErrorCode` lists them. */
+const errorCodes = new Set((contract.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum);
+
+/** A failure's Error body whose code the contract's `ErrorCode` does not list. */
+function unlistedErrorCode(method: string, url: string, response: ObservedResponse): string[] {
+  if (response.statusCode < 400) return [];
+  let code: unknown;
+  try {
+    code = (JSON.parse(response.body) as { code?: unknown }).code;
+  } catch {
+    return [];
+  }
+  return errorCodes.has(String(code))
+    ? []
+    : [`${method} ${url} -> ${response.statusCode}: code ${String(code)} is not one of ErrorCode's`];
+}
+
 /** Every way a response departs from openapi.yaml; empty when it conforms. */
 export function contractViolations(method: string, url: string, response: ObservedResponse): string[] {
   const expected = outsideTheContract(method, url);
-  return expected === undefined
-    ? conformance.violations(method, url, response)
-    : outsideViolations(method, url, response, expected);
+  const departures =
+    expected === undefined
+      ? conformance.violations(method, url, response)
+      : outsideViolations(method, url, response, expected);
+  return [...departures, ...unlistedErrorCode(method, url, response)];
 }
 
 export class ContractViolation extends Error {}
