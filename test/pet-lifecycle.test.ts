@@ -19,6 +19,17 @@ function remove(api: TestApi, id: number, headers: Record<string, string> = {}) 
   return api.request({ method: 'DELETE', url: `/v1/pets/${id}`, headers: { ...api.auth, ...headers } });
 }
 
+/** Rex, created through the API, and the ETag createPet answered. */
+async function createRex(api: TestApi): Promise<{ pet: Pet; etag: string }> {
+  const created = await api.request({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: api.auth,
+    payload: { name: 'Rex', categoryId: 1 },
+  });
+  return { pet: created.json<Pet>(), etag: String(created.headers.etag) };
+}
+
 async function list(api: TestApi, query = ''): Promise<Pet[]> {
   const listed = await api.request({ method: 'GET', url: `/v1/pets?limit=100${query}`, headers: api.auth });
   t.equal(listed.statusCode, 200);
@@ -33,14 +44,7 @@ const statuses = Object.keys(transitions) as PetStatus[];
 
 t.test('updatePet changes the fields sent, keeps the others, and answers the pet with a new ETag', async (t) => {
   const api = await startApi(t);
-  const created = await api.request({
-    method: 'POST',
-    url: '/v1/pets',
-    headers: api.auth,
-    payload: { name: 'Rex', categoryId: 1 },
-  });
-  const pet = created.json<Pet>();
-  const etag = created.headers.etag;
+  const { pet, etag } = await createRex(api);
   t.match(etag, /^"\d+"$/, 'createPet answers a strong ETag');
 
   const renamed = await patch(api, pet.id, { name: 'Rexy' });
@@ -122,14 +126,7 @@ t.test('status moves exactly as the contract declares; others are 409 invalid_tr
 
 t.test('If-Match: a change applies only to the pet as last seen, else 412 and nothing changes', async (t) => {
   const api = await startApi(t);
-  const created = await api.request({
-    method: 'POST',
-    url: '/v1/pets',
-    headers: api.auth,
-    payload: { name: 'Rex', categoryId: 1 },
-  });
-  const pet = created.json<Pet>();
-  const etag = String(created.headers.etag);
+  const { pet, etag } = await createRex(api);
   const first = await patch(api, pet.id, { name: 'A' }, { 'if-match': etag });
   t.equal(first.statusCode, 200, 'the current ETag matches');
   const stale = await patch(api, pet.id, { name: 'B' }, { 'if-match': etag });
@@ -164,14 +161,10 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
 t.test('ten clerks patching with the same ETag at once: one 200, nine 412s', async (t) => {
   const api = await startApi(t);
   const { client } = await listen(t, api);
-  const created = await api.request({
-    method: 'POST',
-    url: '/v1/pets',
-    headers: api.auth,
-    payload: { name: 'Rex', categoryId: 1 },
-  });
-  const { id } = created.json<Pet>();
-  const etag = String(created.headers.etag);
+  const {
+    pet: { id },
+    etag,
+  } = await createRex(api);
   const answers = await Promise.all(
     Array.from({ length: 10 }, (_, clerk) =>
       client.PATCH('/pets/{petId}', {
