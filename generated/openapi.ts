@@ -257,7 +257,7 @@ export interface components {
         };
         /**
          * @description The codes `Error.code` takes in this version: `invalid_request` and `malformed_json` (400),
-         *     `unauthorized` (401), `not_found` (404), `method_not_allowed` (405), `request_timeout`
+         *     `unauthorized` (401), `insufficient_scope` (403), `not_found` (404), `method_not_allowed` (405), `request_timeout`
          *     (408), `invalid_transition`, `pet_on_order` and `pet_not_available` (409),
          *     `precondition_failed` (412), `payload_too_large` (413), `unsupported_media_type` (415),
          *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429),
@@ -265,7 +265,7 @@ export interface components {
          *     (docs/errors.md).
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed";
+        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope";
     };
     responses: {
         /**
@@ -281,8 +281,8 @@ export interface components {
             };
         };
         /**
-         * @description The API key is missing, malformed, unknown or revoked. The RateLimit headers count this
-         *     client address's failed authentications.
+         * @description The API key is missing, malformed, unknown, revoked or expired. The RateLimit headers
+         *     count this client address's failed authentications.
          */
         Unauthorized: {
             headers: {
@@ -290,6 +290,18 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                 "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The API key is valid but lacks the scope this operation needs (the message names it);
+         *     decided after authentication and before the body is read.
+         */
+        Forbidden: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -510,6 +522,11 @@ export interface components {
          *     Send it back in `If-Match` to change the animal only if nobody changed it since.
          */
         ETag: string;
+        /**
+         * @description Sent when the API key expires within a week: when it expires, as an HTTP date. Rotate it
+         *     (`petstore keys rotate`) before then.
+         */
+        ApiKeyExpires: string;
         /** @description `true` when this answer replays an earlier request with the same `Idempotency-Key`. */
         IdempotentReplayed: "true";
         /** @description The operation is deprecated (RFC 9745); the value is when it was deprecated. */
@@ -579,6 +596,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["NextLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -590,6 +608,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -625,6 +644,7 @@ export interface operations {
                     Location: string;
                     ETag: components["headers"]["ETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -637,6 +657,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /**
              * @description A retry with an `Idempotency-Key` whose animal has since been removed: it is not
              *     created again.
@@ -682,6 +703,7 @@ export interface operations {
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["SuccessorLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -707,8 +729,8 @@ export interface operations {
                 };
             };
             /**
-             * @description The API key is missing, malformed, unknown or revoked. The RateLimit headers count this
-             *     client address's failed authentications.
+             * @description The API key is missing, malformed, unknown, revoked or expired. The RateLimit headers
+             *     count this client address's failed authentications.
              */
             401: {
                 headers: {
@@ -716,6 +738,18 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (the message names it). */
+            403: {
+                headers: {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["SuccessorLink"];
@@ -811,6 +845,7 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -820,6 +855,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["PetNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
@@ -861,6 +897,7 @@ export interface operations {
                 headers: {
                     ETag: components["headers"]["ETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -872,6 +909,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["PetNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
@@ -914,6 +952,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["NextLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -925,6 +964,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -959,6 +999,7 @@ export interface operations {
                     /** @description Path of the new order. */
                     Location: string;
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -971,6 +1012,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -1001,6 +1043,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1012,6 +1055,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["OrderNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1042,6 +1086,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1053,6 +1098,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["OrderNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];

@@ -12,7 +12,7 @@ import openapiGlue from 'fastify-openapi-glue';
 import type { Redis } from 'ioredis';
 import { type Contract, incompleteDeprecations } from './contract.js';
 import { serviceHandlers } from './handlers/index.js';
-import { bearerAuth } from './plugins/auth.js';
+import { bearerAuth, requireScopes } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
@@ -67,6 +67,8 @@ export interface AppOptions {
   overload?: OverloadSettings;
   /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
   metrics?: Metrics | undefined;
+  /** The clock keys expire by (Unix milliseconds). */
+  now?: () => number;
 }
 
 export interface ConnectionLimits {
@@ -161,6 +163,7 @@ export async function buildApp({
   overload: overloadSettings = DEFAULT_OVERLOAD,
   trustProxy = false,
   https,
+  now = Date.now,
 }: AppOptions): Promise<FastifyInstance> {
   const [incomplete] = incompleteDeprecations(contract.operations);
   if (incomplete !== undefined) throw new Error(incomplete);
@@ -256,7 +259,12 @@ export async function buildApp({
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  const authenticate = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey });
+  const authenticate = bearerAuth(
+    storage.accounts,
+    refuse,
+    { failures: limits.authFailure, perKey: limits.perKey },
+    now,
+  );
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
@@ -294,6 +302,7 @@ export async function buildApp({
         const deprecation = deprecations.get(operationId);
         if (deprecation !== undefined) onRequest.push(markDeprecated(deprecation));
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
+        if (operation.scopes.length > 0) onRequest.push(requireScopes(operation.scopes, refuse));
         operationHooks.set(operationId, onRequest);
         const preParsing =
           operation.requestMediaType === undefined

@@ -15,6 +15,8 @@ export interface ContractOperation {
   path: string;
   /** Security schemes that accept a request (empty: no authentication). */
   securitySchemes: string[];
+  /** The scopes (OpenAPI 3.1 roles) its security requirement names: a key must hold them all. */
+  scopes: string[];
   deprecated: boolean;
   /** A deprecated operation's dates and successor, from its `x-deprecated-at`, `x-sunset` and `x-successor`. */
   deprecation: Deprecation | undefined;
@@ -188,6 +190,7 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
         method: method.toUpperCase(),
         path,
         securitySchemes: security.flatMap((requirement) => Object.keys(requirement)),
+        scopes: security.flatMap((requirement) => Object.values(requirement).flat()),
         deprecated: operation.deprecated === true,
         deprecation: deprecationOf(operation, operationIds),
         stability: typeof operation['x-stability-level'] === 'string' ? operation['x-stability-level'] : 'stable',
@@ -198,4 +201,12 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
     }
   }
   return operations;
+}
+
+/** The scopes a key can be given: the `x-scopes` of the contract's security scheme, with what each allows. */
+export function scopesOf(document: OpenApiDocument): Map<string, string> {
+  const schemes = Object.values(document.components?.securitySchemes ?? {}) as {
+    'x-scopes'?: Record<string, string>;
+  }[];
+  return new Map(schemes.flatMap((scheme) => Object.entries(scheme['x-scopes'] ?? {})));
 }

@@ -1,4 +1,4 @@
-import { type Contract, incompleteDeprecations } from '../../src/contract.js';
+import type { Contract } from '../../src/contract.js';
 import { serviceHandlers } from '../../src/handlers/index.js';
 import type { Storage } from '../../src/storage/types.js';
 import { type Drift, files } from './drift.js';
@@ -46,13 +46,4 @@ export function checkHandlers(contract: Contract, handlers: string[] = handlerNa
     });
   }
   return drifts;
-}
-
-/** Every deprecated operation says when it was deprecated, when it goes and what replaces it. */
-export function checkDeprecations(contract: Contract): Drift[] {
-  return incompleteDeprecations(contract.operations).map((what) => ({
-    what,
-    where: files.contract,
-    fix: { edit: 'add the extensions to the operation (docs/contract.md: "Deprecating an operation")' },
-  }));
 }

@@ -1,5 +1,5 @@
 import { hash, randomBytes } from 'node:crypto';
-import type { AccountRepository, ApiKeyInfo } from '../storage/types.js';
+import type { AccountRepository, ApiKeyInfo, KeyGrant } from '../storage/types.js';
 
 export const KEY_PREFIX = 'psk_';
 /** `psk_` and 32 random bytes (256 bits) as unpadded base64url: 43 characters. */
@@ -28,8 +28,12 @@ export interface IssuedKey {
   info: ApiKeyInfo;
 }
 
-export async function issueKey(accounts: AccountRepository, accountId: number): Promise<IssuedKey> {
+export async function issueKey(
+  accounts: AccountRepository,
+  accountId: number,
+  grant: KeyGrant = {},
+): Promise<IssuedKey> {
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
-  const info = await accounts.addKey(accountId, hashKey(key), key.slice(0, SHOWN_PREFIX_LENGTH));
+  const info = await accounts.addKey(accountId, hashKey(key), key.slice(0, SHOWN_PREFIX_LENGTH), grant);
   return { key, info };
 }

@@ -31,6 +31,36 @@ const MISSING_KEY = unauthorized('Missing API key: send Authorization: Bearer <k
 const NOT_BEARER = unauthorized('Authorization must use the Bearer scheme: Bearer <key>', false);
 const INVALID_KEY = unauthorized('Invalid or revoked API key', true);
 
+/** How long before a key expires its responses say so (`API-Key-Expires`). */
+export const KEY_EXPIRY_WARNING_MS = 7 * 24 * 60 * 60 * 1000;
+
+function expired(expiresAt: number): ApiError {
+  return unauthorized(`API key expired at ${new Date(expiresAt).toISOString()}; create or rotate one`, true);
+}
+
+/**
+ * An onRequest hook after authentication: a key without `scope` is a 403 naming it, before the
+ * body is read, so the key learns nothing of a body it may not send. A key created without scopes
+ * holds them all.
+ */
+export function requireScopes(scopes: readonly string[], refuse: Refuse): onRequestHookHandler {
+  const refusals = new Map(
+    scopes.map((scope) => [scope, new ApiError(403, 'insufficient_scope', `This API key lacks the scope ${scope}`)]),
+  );
+  return function checkScopes(request, reply, done) {
+    const held = request.principal?.scopes;
+    if (held !== undefined && held !== null) {
+      for (const [scope, refusal] of refusals) {
+        if (!held.includes(scope)) {
+          refuse(reply, refusal);
+          break;
+        }
+      }
+    }
+    done();
+  };
+}
+
 /** The token of `Authorization: Bearer <token>`, or the 401 for a header that is missing or not that. */
 function bearerToken(header: string | undefined): string | ApiError {
   const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
@@ -67,6 +97,7 @@ export function bearerAuth(
   accounts: AccountRepository,
   refuse: Refuse,
   { failures, perKey }: AuthLimits = {},
+  now: () => number = Date.now,
 ): onRequestHookHandler {
   const fail = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, failure: ApiError) => {
     if (failures === undefined) {
@@ -102,6 +133,15 @@ export function bearerAuth(
       if (principal === undefined) {
         fail(request, reply, done, INVALID_KEY);
         return;
+      }
+      const { expiresAt } = principal;
+      if (expiresAt !== null) {
+        const left = expiresAt - now();
+        if (left <= 0) {
+          fail(request, reply, done, expired(expiresAt));
+          return;
+        }
+        if (left < KEY_EXPIRY_WARNING_MS) reply.header('api-key-expires', new Date(expiresAt).toUTCString());
       }
       request.principal = principal;
       if (perKey === undefined) {

@@ -112,21 +112,38 @@ export interface ApiKeyInfo {
   prefix: string;
   createdAt: string;
   revokedAt: string | null;
+  /** The scopes it holds; null: every scope. */
+  scopes: string[] | null;
+  /** When it stops being accepted (ISO 8601); null: never. */
+  expiresAt: string | null;
 }
 
-/** The account a valid, unrevoked key belongs to. */
+/** What a new key holds: scopes (none given: every scope) and an expiry (none: never). */
+export interface KeyGrant {
+  scopes?: readonly string[] | undefined;
+  expiresAt?: Date | undefined;
+}
+
+/** The account a valid, unrevoked key belongs to, and what the key may do until when. */
 export interface Principal {
   accountId: number;
   keyId: number;
+  /** The scopes it holds; null: every scope. */
+  scopes: readonly string[] | null;
+  /** When the key expires (Unix milliseconds); null: never. An expired key is still found: the 401 says so. */
+  expiresAt: number | null;
 }
 
 export interface AccountRepository {
   createAccount(name: string): Promise<Account>;
   findAccount(name: string): Promise<Account | undefined>;
-  addKey(accountId: number, hash: Buffer, prefix: string): Promise<ApiKeyInfo>;
+  addKey(accountId: number, hash: Buffer, prefix: string, grant?: KeyGrant): Promise<ApiKeyInfo>;
+  findKey(keyId: number): Promise<ApiKeyInfo | undefined>;
   listKeys(accountId: number): Promise<ApiKeyInfo[]>;
   /** Returns false when no such key exists; revoking twice keeps the first time. */
   revokeKey(keyId: number): Promise<boolean>;
+  /** Makes a key expire at `at` unless it expires sooner already; false when no such key exists. */
+  expireKey(keyId: number, at: Date): Promise<boolean>;
   countKeys(): Promise<number>;
   findPrincipal(hash: Buffer): Promise<Principal | undefined>;
 }

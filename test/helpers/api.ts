@@ -58,7 +58,7 @@ export interface StartOptions {
   /** The server's logger (default: none). */
   logger?: FastifyServerOptions['logger'];
   connections?: ConnectionLimits;
-  /** The clock idempotency keys expire by. */
+  /** The clock idempotency keys and API keys expire by. */
   now?: () => number;
   /** What the server sees of the real storage (e.g. a backend returning more than the contract's fields). */
   storageSeenByServer?: (storage: Storage) => Storage;
@@ -88,6 +88,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     redis,
     overload: options.overload ?? { ...DEFAULT_OVERLOAD, maxEventLoopDelayMs: 0 },
     ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
+    ...(options.now === undefined ? {} : { now: options.now }),
     logger: options.logger ?? false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),

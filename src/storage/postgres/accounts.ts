@@ -3,7 +3,7 @@ import type { Account, AccountRepository, ApiKeyInfo, Principal } from '../types
 import { firstRow, onlyRow, rows, TIMESTAMP } from './queries.js';
 
 const KEY_COLUMNS = `id, account_id AS "accountId", prefix, ${TIMESTAMP('created_at')} AS "createdAt",
-  ${TIMESTAMP('revoked_at')} AS "revokedAt"`;
+  ${TIMESTAMP('revoked_at')} AS "revokedAt", scopes, ${TIMESTAMP('expires_at')} AS "expiresAt"`;
 const ACCOUNT_COLUMNS = `id, name, ${TIMESTAMP('created_at')} AS "createdAt"`;
 
 export function accountRepository(pool: Pool): AccountRepository {
@@ -15,11 +15,14 @@ export function accountRepository(pool: Pool): AccountRepository {
       }),
     findAccount: async (name) =>
       firstRow<Account>(pool, { text: `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE name = $1`, values: [name] }),
-    addKey: async (accountId, hash, prefix) =>
+    addKey: async (accountId, hash, prefix, { scopes, expiresAt } = {}) =>
       onlyRow<ApiKeyInfo>(pool, {
-        text: `INSERT INTO api_keys (account_id, hash, prefix) VALUES ($1, $2, $3) RETURNING ${KEY_COLUMNS}`,
-        values: [accountId, hash, prefix],
+        text: `INSERT INTO api_keys (account_id, hash, prefix, scopes, expires_at) VALUES ($1, $2, $3, $4, $5)
+               RETURNING ${KEY_COLUMNS}`,
+        values: [accountId, hash, prefix, scopes ?? null, expiresAt ?? null],
       }),
+    findKey: async (keyId) =>
+      firstRow<ApiKeyInfo>(pool, { text: `SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1`, values: [keyId] }),
     listKeys: async (accountId) =>
       rows<ApiKeyInfo>(pool, {
         text: `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY id`,
@@ -32,13 +35,22 @@ export function accountRepository(pool: Pool): AccountRepository {
           values: [keyId],
         })
       ).length > 0,
+    expireKey: async (keyId, at) =>
+      (
+        await rows(pool, {
+          text: 'UPDATE api_keys SET expires_at = least(coalesce(expires_at, $1), $1) WHERE id = $2 RETURNING id',
+          values: [at, keyId],
+        })
+      ).length > 0,
     countKeys: async () =>
       (await firstRow<{ count: number }>(pool, { text: 'SELECT count(*) AS count FROM api_keys' }))?.count ?? 0,
-    // Looked up on every request, never cached: a revoked key is refused by every instance at once.
+    // Looked up on every request, never cached: a revoked or expired key is refused by every instance at once.
     findPrincipal: async (hash) =>
       firstRow<Principal>(pool, {
         name: 'keys-principal',
-        text: `SELECT account_id AS "accountId", id AS "keyId" FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
+        text: `SELECT account_id AS "accountId", id AS "keyId", scopes,
+                 (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresAt"
+               FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
         values: [hash],
       }),
   };
