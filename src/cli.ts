@@ -120,7 +120,9 @@ const COMMANDS: Record<string, Command> = {
     parameter: '<account>',
     options: ['--scopes LIST', ...EXPIRY_OPTIONS],
     summary: 'create an API key for an account (the key is the last line printed)',
-    check: async (_name, options) => void (await grantOf(options)),
+    check: async (_name, options) => {
+      await grantOf(options);
+    },
     run: async (storage, out, name, options) => {
       const account = await requireAccount(storage, name);
       const { key, info } = await issueKey(storage.accounts, account.id, await grantOf(options));

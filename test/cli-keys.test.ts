@@ -14,7 +14,7 @@ t.test('keys with scopes and an expiry; rotation keeps the old key for its grace
   t.equal(reader.code, 0, reader.stderr);
   t.match(reader.stdout, /scopes pets:read,orders:read, expires 20\d\d-/);
   const server = await startServerProcess(t, env);
-  const call = (key: string, init: RequestInit = {}) =>
+  const call = (key: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
     conformingFetch(
       new Request(`${server.baseUrl}/pets`, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } }),
     );

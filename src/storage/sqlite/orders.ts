@@ -43,7 +43,7 @@ export function orderRepository(db: Database.Database, claims: Claims, now: () =
     const change = decide(current);
     if (change === undefined) return current;
     movePet(current.petId, change.petStatus);
-    return setStatus.get(change.status, timestamp(), id) as Order;
+    return setStatus.get(change.status, timestamp(), id);
   });
 
   return {
