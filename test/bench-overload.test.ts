@@ -21,7 +21,7 @@ t.test('503s count as shed, other statuses and socket errors as failed, 2xx as s
 });
 
 t.test(
-  'quick mode shortens the defaults, an explicit BENCH_ROUNDS still wins, unknown parts are refused',
+  'quick mode shortens the defaults, an explicit BENCH_ROUNDS still wins, unknown parts are refused, scenarios can be picked',
   async (t) => {
     const quick = benchSettings({ BENCH_QUICK: '1', BENCH_ROUNDS: '4' });
     t.same([quick.seconds, quick.warmupSeconds, quick.rounds], [2, 5, 4]);
@@ -29,5 +29,7 @@ t.test(
     t.same(benchSettings({}).parts, ['sqlite', 'overload', 'metrics', 'postgres']);
     t.same(benchSettings({ BENCH_PARTS: 'postgres' }).parts, ['postgres']);
     t.throws(() => benchSettings({ BENCH_PARTS: 'sqlite,redis' }), /BENCH_PARTS: unknown redis/);
+    t.equal(benchSettings({}).scenarios, undefined, 'every scenario');
+    t.same(benchSettings({ BENCH_SCENARIOS: 'update, order-complete' }).scenarios, ['update', 'order-complete']);
   },
 );

@@ -11,10 +11,18 @@ import { RequestLog } from '../../src/logging.js';
 import { decodeCursor, encodeCursor } from '../../src/paging.js';
 import { loadConfig } from '../../src/config.js';
 import { openStorage } from '../../src/storage/index.js';
-import type { NewPetRecord, PetStatus } from '../../src/storage/types.js';
+import type { NewPetRecord, OrderStatus, PetFields, PetState, PetStatus } from '../../src/storage/types.js';
 
 const MAX_ID = 9007199254740991;
 const STATUSES = ['available', 'pending', 'sold'];
+/** PetStatus's moves (the contract's x-transitions), written out. */
+const PET_MOVES: Record<PetStatus, PetStatus[]> = {
+  available: ['pending', 'sold'],
+  pending: ['available', 'sold'],
+  sold: [],
+};
+/** What completing or cancelling an order makes of its pet; a placed order is the only one that moves. */
+const PET_AFTER_ORDER = { completed: 'sold', cancelled: 'available' } as const;
 const REALM = 'Bearer realm="petstore"';
 const BEARER = /^bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
 const DEPRECATION = {
@@ -24,21 +32,40 @@ const DEPRECATION = {
 };
 
 const id = { type: 'integer', minimum: 1, maximum: MAX_ID };
+const status = { type: 'string', enum: STATUSES };
 const pet = {
   type: 'object',
   required: ['id', 'name', 'categoryId', 'status'],
   additionalProperties: false,
-  properties: { id, name: { type: 'string' }, categoryId: id, status: { type: 'string', enum: STATUSES } },
+  properties: { id, name: { type: 'string' }, categoryId: id, status },
 };
+const petFields = { name: { type: 'string', minLength: 1, maxLength: 100, pattern: '\\S' }, categoryId: id, status };
 const newPet = {
   type: 'object',
   required: ['name', 'categoryId'],
   additionalProperties: false,
+  properties: { ...petFields, status: { ...status, default: 'available' } },
+};
+const petPatch = { type: 'object', minProperties: 1, additionalProperties: false, properties: petFields };
+const petParams = { type: 'object', properties: { petId: id } };
+const order = {
+  type: 'object',
+  required: ['id', 'petId', 'status', 'placedAt', 'updatedAt'],
+  additionalProperties: false,
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 100, pattern: '\\S' },
-    categoryId: id,
-    status: { type: 'string', enum: STATUSES, default: 'available' },
+    id,
+    petId: id,
+    status: { type: 'string', enum: ['placed', 'completed', 'cancelled'] },
+    placedAt: { type: 'string' },
+    updatedAt: { type: 'string' },
   },
+};
+const newOrder = { type: 'object', required: ['petId'], additionalProperties: false, properties: { petId: id } };
+const orderPatch = {
+  type: 'object',
+  required: ['status'],
+  additionalProperties: false,
+  properties: { status: { type: 'string', enum: Object.keys(PET_AFTER_ORDER) } },
 };
 const error = {
   type: 'object',
@@ -64,6 +91,13 @@ const app = Fastify({
   bodyLimit: 16 * 1024,
   ajv: { customOptions: { removeAdditional: false } },
 });
+
+// A merge patch (RFC 7396) is JSON, read as the other bodies are.
+app.addContentTypeParser(
+  'application/merge-patch+json',
+  { parseAs: 'string' },
+  app.getDefaultJsonParser('error', 'error'),
+);
 
 async function authenticate(request: FastifyRequest): Promise<void> {
   const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
@@ -127,12 +161,75 @@ app.get<{ Params: { petId: number } }>(
   '/v1/pets/:petId',
   {
     onRequest: [async (_request, reply) => void reply.headers(DEPRECATION), authenticate],
-    schema: { params: { type: 'object', properties: { petId: id } }, response: { 200: pet, '4xx': error } },
+    schema: { params: petParams, response: { 200: pet, '4xx': error } },
   },
   async (request, reply) => {
     const found = await storage.pets.get(request.params.petId);
     if (found === undefined) throw new ApiError(404, 'not_found', `No pet with id ${request.params.petId}`);
     return reply.header('etag', `"${found.version}"`).send(found.pet);
+  },
+);
+
+/** The fields of `patch` that change the pet; a 409 for a status move it may not make. No If-Match. */
+function changes({ pet, placedOrderId }: PetState, patch: PetFields): PetFields | undefined {
+  const changed = Object.fromEntries(
+    Object.entries(patch).filter(([field, value]) => pet[field as keyof PetFields] !== value),
+  );
+  const to = (changed as PetFields).status;
+  if (to !== undefined && placedOrderId !== undefined)
+    throw new ApiError(409, 'pet_on_order', `Pet ${pet.id} has a placed order (${placedOrderId})`);
+  if (to !== undefined && !PET_MOVES[pet.status].includes(to))
+    throw new ApiError(409, 'invalid_transition', `Pet ${pet.id} cannot move from ${pet.status} to ${to}`);
+  return Object.keys(changed).length === 0 ? undefined : changed;
+}
+
+app.patch<{ Params: { petId: number }; Body: PetFields }>(
+  '/v1/pets/:petId',
+  { onRequest: authenticate, schema: { params: petParams, body: petPatch, response: { 200: pet, '4xx': error } } },
+  async (request, reply) => {
+    const { petId } = request.params;
+    const updated = await storage.pets.update(petId, (current) => changes(current, request.body));
+    if (updated === undefined) throw new ApiError(404, 'not_found', `No pet with id ${petId}`);
+    return reply.header('etag', `"${updated.version}"`).send(updated.pet);
+  },
+);
+
+app.post<{ Body: { petId: number } }>(
+  '/v1/store/orders',
+  { onRequest: authenticate, schema: { body: newOrder, response: { 201: order, '4xx': error } } },
+  async (request, reply) => {
+    const { petId } = request.body;
+    const placed = await storage.orders.place(petId, (current) => {
+      if (current?.pet.status !== 'available' || current.placedOrderId !== undefined)
+        throw new ApiError(409, 'pet_not_available', `Pet ${petId} is not available`);
+      return 'pending';
+    });
+    if (placed.outcome !== 'created') throw new Error('no idempotency key was sent');
+    return reply.code(201).header('location', `/v1/store/orders/${placed.created.id}`).send(placed.created);
+  },
+);
+
+app.patch<{ Params: { orderId: number }; Body: { status: keyof typeof PET_AFTER_ORDER } }>(
+  '/v1/store/orders/:orderId',
+  {
+    onRequest: authenticate,
+    schema: {
+      params: { type: 'object', properties: { orderId: id } },
+      body: orderPatch,
+      response: { 200: order, '4xx': error },
+    },
+  },
+  async (request) => {
+    const { orderId } = request.params;
+    const to = request.body.status;
+    const updated = await storage.orders.update(orderId, (current) => {
+      if (current.status === to) return undefined;
+      if (current.status !== 'placed')
+        throw new ApiError(409, 'invalid_transition', `Order ${orderId} cannot move from ${current.status} to ${to}`);
+      return { status: to as OrderStatus, petStatus: PET_AFTER_ORDER[to] };
+    });
+    if (updated === undefined) throw new ApiError(404, 'not_found', `No order with id ${orderId}`);
+    return updated;
   },
 );
 

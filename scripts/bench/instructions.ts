@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parsePerfMap, selfInstructions } from './callgrind.js';
 import { applyLoad } from './load.js';
-import { loadRequest, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
+import { expectedResponses, loadRequests, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
 import { BASELINE, NO_METRICS, PROJECT, type ServerSpec, withServer } from './servers.js';
 import { wholeSetting } from './settings.js';
 import { sqliteBackend, type Table } from './tables.js';
@@ -102,7 +102,7 @@ async function count({ name, spec, env, scenario, status }: Subject, table: Tabl
     // One output per thread: the main thread's is the request path; V8's compiler threads are not.
     '--separate-threads=yes',
   ];
-  const requests = [loadRequest(scenario, table)];
+  const requests = loadRequests(scenario, table);
   const counted = await withServer(
     { ...spec, env: { ...UNDER_VALGRIND, ...env, ...spec.env } },
     table,
@@ -113,8 +113,9 @@ async function count({ name, spec, env, scenario, status }: Subject, table: Tabl
       callgrindControl(pid, '-i', 'on');
       const { statuses, errors } = await load(windowSeconds);
       callgrindControl(pid, '-d');
-      const [refused = 0, own = 0] = [statuses[String(status)], statuses[String(scenario.expect.status)]];
-      const letThrough = status === scenario.expect.status ? 0 : own;
+      const own = expectedResponses(scenario, statuses);
+      const refusing = status !== scenario.expect.status;
+      const [refused, letThrough] = refusing ? [statuses[String(status)] ?? 0, own] : [own, 0];
       const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
       // A few time out (autocannon's 10 s) when the machine is loaded: their work is spread over the rest.
       if (refused === 0 || refused + letThrough !== responses || errors > responses / 100)

@@ -6,7 +6,7 @@
  */
 import { applyLoad, type Measurement, measure, openLoop } from './load.js';
 import { check, ms, ratio, textTable } from './report.js';
-import { loadRequest, scenarioNamed } from './scenarios.js';
+import { loadRequests, scenarioNamed } from './scenarios.js';
 import { PROJECT, withServer } from './servers.js';
 import type { Table } from './tables.js';
 
@@ -38,7 +38,7 @@ export async function overloadPart(
   { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
 ) {
   const getOne = scenarioNamed('get-one');
-  const requests = [loadRequest(getOne, table)];
+  const requests = loadRequests(getOne, table);
   const { method, path, headers } = getOne.request(table);
   const time = Math.max(5, seconds);
   const results: ReturnType<typeof held>[] = [];

@@ -12,12 +12,15 @@ import { applyLoad, measure, newTally } from './load.js';
 import { overloadPart } from './overload.js';
 import * as report from './report.js';
 import type { Figures, Limits, Role, RoundRun, ServerLives, SummaryRow, TargetCheck } from './report.js';
-import { loadRequest, probe, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
+import { expectedResponses, loadRequests, probe, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
 import { BASELINE, NO_METRICS, PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
 import { benchSettings } from './settings.js';
 import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 
 const settings = benchSettings();
+// An unknown name is an error before anything starts.
+const measured = (settings.scenarios ?? []).map(scenarioNamed);
+const isMeasured = (scenario: Scenario) => settings.scenarios === undefined || measured.includes(scenario);
 const [SMALL, LARGE] = [10_000, 1_000_000];
 /** Long enough for a server to finish what its turn left (in-flight responses, closing sockets). */
 const SETTLE_MS = 200;
@@ -49,14 +52,14 @@ interface TableScenarios {
  * Loads both servers in turn, a second at a time (`order` says which goes first), until each has had
  * `seconds`: a busy moment of this shared machine falls on both alike. CPU is counted from before the
  * first turn to SETTLE_MS after the last: work left over when a server's turn ends is still its own.
- * `unexpected` counts the responses other than `status`, and socket errors.
+ * `unexpected` counts the responses `scenario` should not have had, and socket errors.
  */
 async function loadInTurns(
   servers: Record<Role, RunningServer>,
   order: Role[],
   requests: autocannon.Request[],
   seconds: number,
-  status?: number,
+  scenario?: Scenario,
 ): Promise<Record<Role, Figures>> {
   const cpuMs = { project: servers.project.cpuMs(), baseline: servers.baseline.cpuMs() };
   const tallies = { project: newTally(), baseline: newTally() };
@@ -67,36 +70,38 @@ async function loadInTurns(
   const figures = (role: Role): Figures => {
     const { rps, p99Ms, responses, statuses, errors } = measure(tallies[role]);
     const cpuUs = ((servers[role].cpuMs() - cpuMs[role]) * 1000) / responses;
-    return { rps, p99Ms, cpuUs, unexpected: responses - (statuses[String(status)] ?? 0) + errors };
+    const expected = scenario === undefined ? 0 : expectedResponses(scenario, statuses);
+    return { rps, p99Ms, cpuUs, unexpected: responses - expected + errors };
   };
   return { project: figures('project'), baseline: figures('baseline') };
 }
 
 /**
  * One round on one table: both servers start on fresh copies of it, must answer every scenario
- * alike (checked in round 1), are warmed up with the reads mixed, then each scenario is measured on
- * both in turn, reads first so they see the table as seeded. Which server goes first alternates.
+ * measured alike (checked in round 1), are warmed up with all the reads mixed, then each scenario
+ * is measured on both in turn, reads first so they see the table as seeded. Which server goes
+ * first alternates.
  */
 async function benchRound(specs: Record<Role, ServerSpec>, { table, scenarios }: TableScenarios, round: number) {
   const tableName = label(table.pets);
   log(`${specs.project.name} vs ${specs.baseline.name}, ${tableName}, round ${round}/${settings.rounds}`);
   const reads = scenarios.filter((scenario) => scenario.writes !== true);
-  const ordered = [...reads, ...scenarios.filter((scenario) => scenario.writes === true)];
+  const ordered = [...reads, ...scenarios.filter((scenario) => scenario.writes === true)].filter(isMeasured);
   const order: [Role, Role] = round % 2 === 1 ? ['project', 'baseline'] : ['baseline', 'project'];
   const [first, second] = order;
   return withServer(specs[first], table, join(dir, first), (one) =>
     withServer(specs[second], table, join(dir, second), async (other) => {
       const servers = first === 'project' ? { project: one, baseline: other } : { project: other, baseline: one };
-      for (const scenario of round === 1 ? scenarios : []) {
+      for (const scenario of round === 1 ? ordered : []) {
         const [a, b] = await Promise.all([one, other].map(({ origin }) => probe(origin, scenario, table)));
         if (a !== b) throw new Error(`The servers answer ${scenario.name} differently:\n  ${a}\n  ${b}`);
       }
-      const mix = reads.map((scenario) => loadRequest(scenario, table));
+      const mix = reads.flatMap((scenario) => loadRequests(scenario, table));
       await loadInTurns(servers, order, mix, settings.warmupSeconds);
       const runs: RoundRun[] = [];
       for (const scenario of ordered) {
-        const requests = [loadRequest(scenario, table)];
-        const figures = await loadInTurns(servers, order, requests, settings.seconds, scenario.expect.status);
+        const requests = loadRequests(scenario, table);
+        const figures = await loadInTurns(servers, order, requests, settings.seconds, scenario);
         runs.push({ table: tableName, scenario: scenario.name, ...figures });
       }
       const life = ({ startupMs, peakRssMb }: RunningServer) => ({ startupMs, peakRssMb: peakRssMb() });
@@ -131,13 +136,11 @@ async function seed(backend: Backend, pets: number): Promise<Table> {
   return backend.seed(dir, pets);
 }
 
-/** Every scenario on the 10k table, and the reads also on the 1M one. */
+/** Every scenario on the 10k table, and the reads also on the 1M one (unless none is measured). */
 async function tables(backend: Backend, small: Table): Promise<TableScenarios[]> {
   const atScale = SCENARIOS.filter((scenario) => scenario.atScale);
-  return [
-    { table: small, scenarios: SCENARIOS },
-    { table: await seed(backend, LARGE), scenarios: atScale },
-  ];
+  const large = atScale.some(isMeasured) ? [{ table: await seed(backend, LARGE), scenarios: atScale }] : [];
+  return [{ table: small, scenarios: SCENARIOS }, ...large];
 }
 
 async function main(): Promise<void> {

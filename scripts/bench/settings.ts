@@ -11,7 +11,8 @@ export const PARTS = ['sqlite', 'overload', 'metrics', 'postgres'];
 /** `npm run bench`'s settings (docs/performance.md); BENCH_QUICK=1 shortens the defaults. */
 export function benchSettings(env: NodeJS.ProcessEnv = process.env) {
   const quick = wholeSetting('BENCH_QUICK', 0, env) > 0;
-  const parts = env.BENCH_PARTS ? env.BENCH_PARTS.split(',').map((part) => part.trim()) : PARTS;
+  const list = (value: string) => value.split(',').map((item) => item.trim());
+  const parts = env.BENCH_PARTS ? list(env.BENCH_PARTS) : PARTS;
   const unknown = parts.filter((part) => !PARTS.includes(part));
   if (unknown.length > 0) throw new Error(`BENCH_PARTS: unknown ${unknown.join(', ')}; known: ${PARTS.join(', ')}`);
   return {
@@ -21,5 +22,7 @@ export function benchSettings(env: NodeJS.ProcessEnv = process.env) {
     warmupSeconds: quick ? 5 : 20,
     rounds: Math.max(1, wholeSetting('BENCH_ROUNDS', quick ? 3 : 5, env)),
     parts,
+    /** The scenarios measured where two servers are compared: all unless BENCH_SCENARIOS names some. */
+    scenarios: env.BENCH_SCENARIOS ? list(env.BENCH_SCENARIOS) : undefined,
   };
 }
