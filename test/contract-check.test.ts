@@ -8,7 +8,7 @@ import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { checkLint } from '../scripts/contract-check/lint.js';
-import { checkResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
+import { checkResponses, loadUnreachedResponses, RESPONSES_NOT_CHECKED } from '../scripts/contract-check/responses.js';
 import { checkServed } from '../scripts/contract-check/served.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract.js';
@@ -70,7 +70,8 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
   const root = copyProject(t);
   const clean = await contractCheckCommand(root);
   t.equal(clean.code, 0, clean.stderr);
-  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served/m);
+  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served\n/m);
+  t.ok(clean.stdout.split('\n').includes(RESPONSES_NOT_CHECKED), 'saying it did not check the responses tests saw');
 
   const generated = join(root, 'generated', 'openapi.ts');
   const original = readFileSync(generated, 'utf8');
@@ -82,6 +83,7 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
     /contract:check: generated\/openapi\.ts is not what openapi\.yaml generates.*\(generated\/openapi\.ts:\d+\)\n {4}- export interface paths \{ \/\/ tidied by hand\n {4}\+ export interface paths \{\n {2}run: npm run generate\n/,
   );
   t.match(handEdited.stderr, /contract:check: 1 drift between code and contract/);
+  t.ok(handEdited.stderr.split('\n').includes(RESPONSES_NOT_CHECKED), 'a failing run says so too');
 
   writeFileSync(generated, original);
   await plant(root, (document) => {
