@@ -6,19 +6,23 @@
 import { projectRoot } from '../src/paths.js';
 import { formatDrift } from './contract-check/drift.js';
 import { contractCheck } from './contract-check/index.js';
+import { RESPONSES_NOT_CHECKED } from './contract-check/responses.js';
 
 async function main(): Promise<void> {
   const responseLog = process.env.PETSTORE_RESPONSE_LOG;
   const results = await contractCheck(projectRoot, { responseLog });
   const drifts = results.flatMap((result) => result.drifts);
   for (const drift of drifts) console.error(formatDrift(drift));
+  // Said whether the rest passes or not: a run without the log checks less than npm test does.
+  const notChecked = responseLog === undefined ? [RESPONSES_NOT_CHECKED] : [];
   if (drifts.length > 0) {
     console.error(`contract:check: ${drifts.length} drift${drifts.length === 1 ? '' : 's'} between code and contract`);
+    for (const line of notChecked) console.error(line);
     process.exitCode = 1;
     return;
   }
-  const skipped = responseLog === undefined ? ' (responses: skipped, npm test checks them)' : '';
-  console.log(`contract:check: ok: ${results.map(({ check }) => check).join(', ')}${skipped}`);
+  console.log(`contract:check: ok: ${results.map(({ check }) => check).join(', ')}`);
+  for (const line of notChecked) console.log(line);
 }
 
 await main();

@@ -8,12 +8,14 @@ import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { checkLint } from '../scripts/contract-check/lint.js';
-import { checkResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
+import { checkResponses, loadUnreachedResponses, RESPONSES_NOT_CHECKED } from '../scripts/contract-check/responses.js';
 import { checkServed } from '../scripts/contract-check/served.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract.js';
 import { projectRoot } from '../src/paths.js';
 import type { Teardown } from './helpers/api.js';
+import { contractPaths } from './helpers/contract.js';
+import { NEW_OPERATION } from './helpers/new-operation.js';
 
 // Each drift is planted in a copy of the project. The real `npm run contract:check` runs on the
 // untouched copy and on two drifts; the other drifts go through the one check that catches them.
@@ -68,7 +70,8 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
   const root = copyProject(t);
   const clean = await contractCheckCommand(root);
   t.equal(clean.code, 0, clean.stderr);
-  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served/m);
+  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served\n/m);
+  t.ok(clean.stdout.split('\n').includes(RESPONSES_NOT_CHECKED), 'saying it did not check the responses tests saw');
 
   const generated = join(root, 'generated', 'openapi.ts');
   const original = readFileSync(generated, 'utf8');
@@ -80,6 +83,7 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
     /contract:check: generated\/openapi\.ts is not what openapi\.yaml generates.*\(generated\/openapi\.ts:\d+\)\n {4}- export interface paths \{ \/\/ tidied by hand\n {4}\+ export interface paths \{\n {2}run: npm run generate\n/,
   );
   t.match(handEdited.stderr, /contract:check: 1 drift between code and contract/);
+  t.ok(handEdited.stderr.split('\n').includes(RESPONSES_NOT_CHECKED), 'a failing run says so too');
 
   writeFileSync(generated, original);
   await plant(root, (document) => {
@@ -94,18 +98,22 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
   t.match(stale.stderr, /contract:check: 1 drift between/, 'an optional request field is not a breaking change');
 });
 
-t.test('an operation without a handler, and a handler without an operation', async (t) => {
-  const contract = await plant(copyProject(t), (document) => {
-    document.setIn(['paths', '/pets/{petId}', 'delete'], {
-      operationId: 'deletePet',
-      parameters: [{ $ref: '#/components/parameters/PetId' }],
-      responses: { '204': { description: 'Deleted.' } },
-    });
+/** Adds an operation the contract does not have, without a handler. */
+function addNewOperation(document: Document): void {
+  document.setIn(['paths', NEW_OPERATION.path, NEW_OPERATION.method.toLowerCase()], {
+    operationId: NEW_OPERATION.operationId,
+    parameters: [{ $ref: '#/components/parameters/PetId' }],
+    responses: { '204': { description: 'Done.' } },
   });
+}
+
+t.test('an operation without a handler, and a handler without an operation', async (t) => {
+  const contract = await plant(copyProject(t), addNewOperation);
   t.same(checkHandlers(committed), [], 'today every operation has its handler');
+  const { operationId, method, path } = NEW_OPERATION;
   t.match(
     report(checkHandlers(contract)),
-    /^contract:check: operation deletePet has no handler \(openapi\.yaml: DELETE \/pets\/\{petId\}\)\n {2}fix: implement deletePet in src\/handlers\//,
+    `contract:check: operation ${operationId} has no handler (openapi.yaml: ${method} ${path})\n  fix: implement ${operationId} in src/handlers/`,
   );
   t.match(
     report(checkHandlers(committed, [...handlerNames(committed), 'archivePet'])),
@@ -153,11 +161,7 @@ t.test('additive changes are not breaking; a new major version has no release to
   const additive = await plant(root, (document) => {
     document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], { type: 'string' });
     document.setIn(['components', 'schemas', 'Pet', 'properties', 'nickname'], { type: 'string' });
-    document.setIn(['paths', '/pets/{petId}', 'delete'], {
-      operationId: 'deletePet',
-      parameters: [{ $ref: '#/components/parameters/PetId' }],
-      responses: { '204': { description: 'Deleted.' } },
-    });
+    addNewOperation(document);
   });
   t.same(await checkBreaking(root, additive), []);
   const nextMajor = await plant(root, (document) => {
@@ -196,8 +200,7 @@ t.test('every documented response is seen by a test or listed, with a reason, as
   const log = (...omit: string[]) =>
     [
       ...lines.filter(({ line }) => !omit.includes(line)).map(({ line }) => line),
-      'DELETE /pets 405',
-      'PUT /pets/{petId} 405',
+      ...contractPaths.map(({ template, otherMethod }) => `${otherMethod} ${template} 405`),
     ].join('\n');
   t.same(checkResponses(committed, log(), []), [], 'a 405 on any method of a path reaches each operation of it');
 

@@ -8,7 +8,8 @@ import { parse } from 'yaml';
 import { freePort } from '../scripts/local-servers.js';
 import { projectRoot } from '../src/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
-import { withDeletePet } from './helpers/new-operation.js';
+import { contract as projectContract } from './helpers/contract.js';
+import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 // The contract-first loop, end to end (docs/contract.md): in a copy of the project, `npm run dev`
 // serves an operation the moment it is added to openapi.yaml, from its examples; `npm run build`
@@ -30,15 +31,19 @@ const PROJECT_ENTRIES = [
   'tsconfig.json',
 ];
 
-const DELETE_PET_HANDLER = `
+const { method, operationId } = NEW_OPERATION;
+
+/** src/handlers/new-operation.ts, as a team would write it. */
+const NEW_OPERATION_HANDLER = `
 import { ApiError } from '../errors.js';
 import type { PetRepository } from '../storage/types.js';
+import type { ServiceHandlers } from './types.js';
 
-/** Finds the pet and answers 204 (the copy's storage has no delete: the loop is what is tested). */
-export function deletePetHandler(pets: PetRepository): Required<ServiceHandlers>['deletePet'] {
+/** Finds the pet and answers 204 (it changes nothing: the loop is what is tested). */
+export function newOperationHandler(pets: PetRepository): Required<ServiceHandlers>['${operationId}'] {
   return async (request, reply) => {
     if ((await pets.get(request.params.petId)) === undefined) {
-      throw new ApiError(404, 'not_found', \`No pet with id \${request.params.petId} to delete\`);
+      throw new ApiError(404, 'not_found', \`No pet with id \${request.params.petId} to act on\`);
     }
     // A 204 has no body for the handler types to describe: the handler sends it itself.
     return reply.code(204).send() as never;
@@ -46,39 +51,39 @@ export function deletePetHandler(pets: PetRepository): Required<ServiceHandlers>
 }
 `;
 
-/** The test a team writes with the handler: every response deletePet documents, seen and checked. */
-const DELETE_PET_TEST = `
+/** The test a team writes with the handler: every response the operation documents, seen and checked. */
+const NEW_OPERATION_TEST = `
 import t from 'tap';
 import { startApi } from './helpers/api.js';
 
-t.test('DELETE /pets/{petId}', async (t) => {
+t.test('${method} ${NEW_OPERATION.path}', async (t) => {
   const api = await startApi(t);
   const created = await api.storage.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
   const id = created.outcome === 'conflict' ? 0 : created.pet.id;
-  const remove = (url: string, headers: Record<string, string> = api.auth) =>
-    api.request({ method: 'DELETE', url, headers });
-  t.equal((await remove(\`/v1/pets/\${id}\`)).statusCode, 204);
-  t.equal((await remove('/v1/pets/999999')).statusCode, 404);
-  t.equal((await remove('/v1/pets/x')).statusCode, 400);
-  t.equal((await remove(\`/v1/pets/\${id}\`, {})).statusCode, 401);
+  const send = (url: string, headers: Record<string, string> = api.auth) =>
+    api.request({ method: '${method}', url, headers });
+  t.equal((await send(\`${NEW_OPERATION.url('')}\${id}\`)).statusCode, 204);
+  t.equal((await send('${NEW_OPERATION.url(999999)}')).statusCode, 404);
+  t.equal((await send('${NEW_OPERATION.url('x')}')).statusCode, 400);
+  t.equal((await send(\`${NEW_OPERATION.url('')}\${id}\`, {})).statusCode, 401);
 });
 `;
 
 /**
- * contracts/unreached-responses.json for the copy: it runs only the test of deletePet, so every
- * response of the other operations is accepted as unreached (this project's own npm test sees
- * them), and contract:check holds deletePet's responses to that test.
+ * contracts/unreached-responses.json for the copy: it runs only the test of the new operation, so
+ * every response of the other operations is accepted as unreached (this project's own npm test sees
+ * them), and contract:check holds the new operation's responses to that test.
  */
-function onlyDeletePetChecked(contractText: string): string {
+function onlyNewOperationChecked(contractText: string): string {
   const paths = (parse(contractText) as { paths: Record<string, Record<string, OperationObject>> }).paths;
   const exceptions = Object.values(paths).flatMap((item) =>
-    Object.values(item).flatMap(({ operationId, responses }) =>
-      operationId === undefined || operationId === 'deletePet'
+    Object.values(item).flatMap(({ operationId: id, responses }) =>
+      id === undefined || id === operationId
         ? []
         : Object.keys(responses ?? {}).map((status) => ({
-            operationId,
+            operationId: id,
             status,
-            reason: "this copy runs only the test of deletePet; the project's own npm test sees the rest",
+            reason: "this copy runs only the test of the new operation; the project's own npm test sees the rest",
           })),
     ),
   );
@@ -149,19 +154,19 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
 
   const key = await eventually('the development key', 60, async () => /^(psk_\S+)$/m.exec(output)?.[1], log);
   const auth = { authorization: `Bearer ${key}` };
-  const deletePet = (headers: Record<string, string> = auth) =>
-    fetch(`${origin}/v1/pets/1`, { method: 'DELETE', headers });
-  t.equal((await deletePet()).status, 405, 'before the contract has it, DELETE is not allowed');
+  const newOperation = (headers: Record<string, string> = auth) =>
+    fetch(`${origin}${NEW_OPERATION.url(1)}`, { method, headers });
+  t.equal((await newOperation()).status, 405, `before the contract has it, ${method} is not allowed`);
 
   const contractFile = join(copy, 'openapi.yaml');
   const contract = readFileSync(contractFile, 'utf8');
-  writeFileSync(contractFile, withDeletePet(contract));
+  writeFileSync(contractFile, withNewOperation(contract));
   const added = Date.now();
   const mocked = await eventually(
-    'DELETE served from the contract',
+    `${method} served from the contract`,
     45,
     async () => {
-      const response = await deletePet();
+      const response = await newOperation();
       return response.status === 405 ? undefined : response;
     },
     log,
@@ -169,16 +174,20 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   t.comment(`served from the contract ${Date.now() - added} ms after the edit`);
   t.equal(mocked.status, 204, 'the first success response');
   t.equal(mocked.headers.get('x-petstore-mock'), 'example', 'marked as coming from the contract');
-  t.equal((await deletePet({})).status, 401, 'authentication comes first, as for any operation');
+  t.equal((await newOperation({})).status, 401, 'authentication comes first, as for any operation');
   t.equal(
-    (await fetch(`${origin}/v1/pets/x`, { method: 'DELETE', headers: auth })).status,
+    (await fetch(`${origin}${NEW_OPERATION.url('x')}`, { method, headers: auth })).status,
     400,
     'and request validation',
   );
-  const notFound = await deletePet({ ...auth, prefer: 'code=404' });
+  const notFound = await newOperation({ ...auth, prefer: 'code=404' });
   t.equal(notFound.status, 404, 'Prefer: code=404 chooses another documented response');
   t.same(await notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
-  t.match(readFileSync(join(copy, 'generated', 'openapi.ts'), 'utf8'), /deletePet/, 'generated/ was regenerated');
+  t.match(
+    readFileSync(join(copy, 'generated', 'openapi.ts'), 'utf8'),
+    new RegExp(operationId),
+    'generated/ was regenerated',
+  );
 
   await eventually(
     'the edited contract linted',
@@ -196,7 +205,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     'the edited example',
     45,
     async () => {
-      const body = (await (await deletePet({ ...auth, prefer: 'code=404' })).json()) as { message?: string };
+      const body = (await (await newOperation({ ...auth, prefer: 'code=404' })).json()) as { message?: string };
       return body.message === 'Nothing has this id' ? true : undefined;
     },
     log,
@@ -205,34 +214,35 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   // The build refuses the operation without a handler, naming it.
   const build = await runIn(copy, 'npm', ['run', '-s', 'build']);
   t.not(build.code, 0, 'npm run build fails');
-  t.match(build.stderr, /operation deletePet has no handler/, 'naming the operation');
+  t.match(build.stderr, `operation ${operationId} has no handler`, 'naming the operation');
 
   // The handler, once written, answers instead of the contract.
+  writeFileSync(join(copy, 'src', 'handlers', 'new-operation.ts'), NEW_OPERATION_HANDLER);
   const handlers = join(copy, 'src', 'handlers', 'index.ts');
+  const spread = '...petHandlers(storage.pets, basePath)';
+  const service = readFileSync(handlers, 'utf8');
+  t.ok(service.includes(spread), `src/handlers/index.ts spreads ${spread}, where the handler is added`);
   writeFileSync(
     handlers,
-    readFileSync(handlers, 'utf8').replace(
-      '{ ...petHandlers(storage.pets, basePath) }',
-      '{ ...petHandlers(storage.pets, basePath), deletePet: deletePetHandler(storage.pets) }',
-    ) + DELETE_PET_HANDLER,
+    `import { newOperationHandler } from './new-operation.js';\n${service.replace(spread, `${operationId}: newOperationHandler(storage.pets), ${spread}`)}`,
   );
   const implemented = await eventually(
     'the handler served',
     60,
     async () => {
-      const response = await deletePet();
+      const response = await newOperation();
       return response.headers.get('x-petstore-mock') === null ? response : undefined;
     },
     log,
   );
   t.equal(implemented.status, 404);
-  t.match(await implemented.json(), { message: 'No pet with id 1 to delete' });
+  t.match(await implemented.json(), { message: 'No pet with id 1 to act on' });
 
   // contract:check refuses the operation until a test sees its responses, naming them. (Without
   // its rebuild: the loop has compiled the copy.)
   writeFileSync(
     join(copy, 'contracts', 'unreached-responses.json'),
-    onlyDeletePetChecked(readFileSync(contractFile, 'utf8')),
+    onlyNewOperationChecked(readFileSync(contractFile, 'utf8')),
   );
   const responseLog = join(copy, 'dist', 'responses.log');
   writeFileSync(responseLog, '');
@@ -243,13 +253,15 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     ),
   );
   const uncovered = await runIn(copy, process.execPath, [join(copy, 'dist', 'scripts', 'contract-check.js')], env);
-  t.equal(uncovered.code, 1, 'contract:check fails while no test sees deletePet');
-  t.match(uncovered.stderr, /no test sees response 204 of deletePet/, 'naming the operation and the response');
-  t.notMatch(uncovered.stderr, /listPets|createPet|getPet/, 'and nothing else');
+  t.equal(uncovered.code, 1, `contract:check fails while no test sees ${operationId}`);
+  t.match(uncovered.stderr, `no test sees response 204 of ${operationId}`, 'naming the operation and the response');
+  for (const { operationId: other } of projectContract.operations) {
+    t.notMatch(uncovered.stderr, new RegExp(`\\b${other}\\b`), `and nothing else: not ${other}`);
+  }
 
-  // The team's test of deletePet, compiled by the loop, run, and then contract:check passes.
-  writeFileSync(join(copy, 'test', 'delete-pet.test.ts'), DELETE_PET_TEST);
-  const compiledTest = join(copy, 'dist', 'test', 'delete-pet.test.js');
+  // The team's test of the operation, compiled by the loop, run, and then contract:check passes.
+  writeFileSync(join(copy, 'test', 'new-operation.test.ts'), NEW_OPERATION_TEST);
+  const compiledTest = join(copy, 'dist', 'test', 'new-operation.test.js');
   await eventually(
     'the new test compiled by the loop',
     60,
@@ -257,12 +269,13 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     log,
   );
   const tested = await runIn(copy, process.execPath, [compiledTest], env);
-  t.equal(tested.code, 0, 'the test of deletePet passes', { output: tested.stdout + tested.stderr });
+  t.equal(tested.code, 0, `the test of ${operationId} passes`, { output: tested.stdout + tested.stderr });
   const checked = await runIn(copy, 'npm', ['run', '-s', 'contract:check'], env);
   t.equal(checked.code, 0, 'npm run contract:check passes once a test sees every response', {
     output: checked.stderr,
   });
   t.match(checked.stdout, /^contract:check: ok: .*\bresponses\b/m);
+  t.notMatch(checked.stdout, /not checked/, 'with the log, nothing is said to be skipped');
 
   t.notMatch(output, /does not conform to the contract/, 'every response the loop served conformed');
 });

@@ -13,7 +13,7 @@ import { loadContract } from '../src/contract.js';
 import { contractPath } from '../src/paths.js';
 import { openSqlite } from '../src/storage/sqlite/index.js';
 import { temporaryDirectory, type Teardown } from './helpers/api.js';
-import { withDeletePet } from './helpers/new-operation.js';
+import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 type ResponseObject = OpenAPIV3_1.ResponseObject;
 
@@ -42,30 +42,33 @@ async function serve(t: Teardown, edit: (text: string) => string, development: b
 }
 
 t.test('production refuses an operation without a handler, naming it', async (t) => {
-  await t.rejects(serve(t, withDeletePet, false), /No handler for operation deletePet/);
+  await t.rejects(serve(t, withNewOperation, false), {
+    message: new RegExp(`No handler for operation ${NEW_OPERATION.operationId}\\b`),
+  });
 });
 
 t.test('development answers an operation without a handler from the contract', async (t) => {
-  const { app, auth, logged } = await serve(t, withDeletePet, true);
-  const deletePet = (headers: Record<string, string>) => app.inject({ method: 'DELETE', url: '/v1/pets/1', headers });
+  const { app, auth, logged } = await serve(t, withNewOperation, true);
+  const { method, operationId, url } = NEW_OPERATION;
+  const added = (headers: Record<string, string>) => app.inject({ method, url: url(1), headers });
 
-  t.equal((await deletePet({})).statusCode, 401, 'after authentication');
-  const invalid = await app.inject({ method: 'DELETE', url: '/v1/pets/0', headers: auth });
+  t.equal((await added({})).statusCode, 401, 'after authentication');
+  const invalid = await app.inject({ method, url: url(0), headers: auth });
   t.equal(invalid.statusCode, 400, 'and request validation');
 
-  const mocked = await deletePet(auth);
+  const mocked = await added(auth);
   t.equal(mocked.statusCode, 204, 'the first success response');
   t.equal(mocked.headers['x-petstore-mock'], 'example');
 
-  const notFound = await deletePet({ ...auth, prefer: 'code=404' });
+  const notFound = await added({ ...auth, prefer: 'code=404' });
   t.equal(notFound.statusCode, 404, 'Prefer: code=404');
   t.same(notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
-  const named = await deletePet({ ...auth, prefer: 'code=404, example=notFound' });
+  const named = await added({ ...auth, prefer: 'code=404, example=notFound' });
   t.same(named.json(), notFound.json(), 'Prefer: example=<name>');
-  const unknown = await deletePet({ ...auth, prefer: 'code=404; example=nope' });
+  const unknown = await added({ ...auth, prefer: 'code=404; example=nope' });
   t.equal(unknown.statusCode, 400);
-  t.match(unknown.json(), { message: /example=nope: deletePet 404 documents only notFound/ });
-  const undocumented = await deletePet({ ...auth, prefer: 'code=418' });
+  t.match(unknown.json(), { message: `example=nope: ${operationId} 404 documents only notFound` });
+  const undocumented = await added({ ...auth, prefer: 'code=418' });
   t.equal(undocumented.statusCode, 400, 'a status the contract does not document is refused');
 
   t.same(

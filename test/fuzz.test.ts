@@ -6,7 +6,8 @@
  * (test/helpers/requests.ts) walk the dereferenced contract, so a new field or parameter is fuzzed
  * without a change here. Every answer must be a status the contract declares for the operation,
  * with a body that validates (api.request checks both), never a 5xx; a rejected request must leave
- * the database as it was, and an accepted create must store exactly what was sent.
+ * the database as it was, an accepted create must store exactly what was sent, and an accepted
+ * request of a safe method (GET) must change nothing.
  *
  * Running it (after `npx tsc -p tsconfig.json`):
  *   npx tap --disable-coverage dist/test/fuzz.test.js
@@ -53,12 +54,15 @@ import {
   rawFrom,
   rawMutation,
   type Rejection,
+  type Schema,
   schemaNames,
   printable,
   serialize,
   toInject,
   toJson,
+  unhonouredKeywords,
   validAuthorization,
+  validValue,
   withDefaults,
 } from './helpers/requests.js';
 
@@ -72,6 +76,9 @@ const IDEMPOTENCY_KEY = operations
   .flatMap((operation) => operation.parameters)
   .find((parameter) => parameter.in === 'header' && /idempotency/i.test(parameter.name))
   ?.name.toLowerCase();
+
+/** The methods that change nothing (RFC 9110, section 9.2.1). */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
 /** How a request was sent: with a valid key, without one, to a wrong path or method, or as raw bytes. */
 type Mode = 'authorized' | 'unauthorized' | 'route' | 'raw';
@@ -216,9 +223,16 @@ class Fuzzer {
     if (verdict.accept === 'never')
       return `answered ${status} although: ${verdict.faults.map((fault) => fault.what).join('; ')}`;
     if (draft.operation.creates) return this.checkCreated(draft, response, before, after);
-    return unchanged
+    if (SAFE_METHODS.has(draft.operation.method)) {
+      return unchanged
+        ? undefined
+        : `a ${status} of ${draft.operation.id} changed the database: ${changes(before, after)}`;
+    }
+    // An update or a delete changes rows, but adds none and hands out no id.
+    const grown = Object.keys(after).filter((name) => (after[name] ?? 0) > (before[name] ?? 0));
+    return grown.length === 0
       ? undefined
-      : `a ${status} of ${draft.operation.id} changed the database: ${changes(before, after)}`;
+      : `a ${status} of ${draft.operation.id}, which creates nothing, grew ${grown.join(', ')}: ${changes(before, after)}`;
   }
 
   private conflicts(draft: Draft): boolean {
@@ -403,6 +417,45 @@ async function check<Ts extends unknown[]>(
   fuzzer.report(t);
   t.pass(`${numRuns} runs, seed ${SEED}`);
 }
+
+t.test("valid values honour every keyword of the contract's request schemas", async (t) => {
+  const schemas = operations.flatMap(({ id, parameters, body }) => [
+    ...parameters.map(({ name, schema }): [string, Schema] => [`${id} ${name}`, schema]),
+    ...(body === undefined ? [] : [[`${id} body`, body.schema] as [string, Schema]]),
+  ]);
+  t.ok(schemas.length > 0, 'the contract has request schemas');
+  t.same(
+    schemas.flatMap(([where, schema]) => unhonouredKeywords(schema, where)),
+    [],
+    'a keyword listed here is one the generator ignores: teach validValue it',
+  );
+  t.same(unhonouredKeywords({ type: 'string', format: 'email' }, 'x'), ['x/format: email'], 'the check can fail');
+});
+
+t.test('valid objects honour minProperties, maxProperties and dependentRequired', async (t) => {
+  const properties: Record<string, Schema> = {
+    name: { type: 'string', minLength: 1, maxLength: 100 },
+    categoryId: { type: 'integer', minimum: 1 },
+    status: { type: 'string', enum: ['available', 'pending', 'sold'] },
+  };
+  const object = { type: 'object', additionalProperties: false, properties } as Schema;
+  const cases: [string, Schema, number[]][] = [
+    ['a merge patch (minProperties: 1)', { ...object, minProperties: 1 }, [1, 2, 3]],
+    ['maxProperties: 1', { ...object, maxProperties: 1 }, [0, 1]],
+    [
+      'status requires name',
+      { ...object, required: ['categoryId'], dependentRequired: { status: ['name'] } },
+      [1, 2, 3],
+    ],
+  ];
+  for (const [what, schema, sizes] of cases) {
+    const values = fc.sample(validValue(schema), { seed: SEED, numRuns: 300 });
+    const refused = values.filter((value) => !accepts(schema, value));
+    t.same(refused.slice(0, 3), [], `${what}: every value is valid (${refused.length} of ${values.length} refused)`);
+    const seen = [...new Set(values.map((value) => Object.keys(value as object).length))].sort();
+    t.same(seen, sizes, `${what}: every number of properties it allows`);
+  }
+});
 
 t.test('valid requests built from the contract succeed, conform, and store exactly what was sent', async (t) => {
   const fuzzer = await Fuzzer.start(t);

@@ -4,6 +4,10 @@ import type { Contract } from '../../src/contract.js';
 import { type Drift, files } from './drift.js';
 import { operationObject } from './tools.js';
 
+/** What `npm run contract:check` says when it runs without PETSTORE_RESPONSE_LOG, as only npm test sets it. */
+export const RESPONSES_NOT_CHECKED =
+  'contract:check: responses seen by tests: not checked (no PETSTORE_RESPONSE_LOG); run npm test, which runs it after the suite';
+
 /** A documented response no test reaches, accepted for the reason given. */
 export interface UnreachedResponse {
   operationId: string;

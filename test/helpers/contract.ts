@@ -33,6 +33,44 @@ function outsideTheContract(method: string, url: string): { status: number; allo
   return method !== 'GET' && SERVED_OUTSIDE_CONTRACT.has(path) ? { status: 405, allow: 'GET' } : undefined;
 }
 
+/** The methods a client may send to a path of the API: those a path does not declare are a 405 there. */
+export const CLIENT_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+export interface ContractPath {
+  /** The path template, e.g. `/pets/{petId}`. */
+  template: string;
+  /** A URL of it, every path parameter `1`, e.g. `/v1/pets/1`. */
+  url: string;
+  /** The `Allow` of its 405: the methods it declares, sorted. */
+  allow: string;
+  /** The CLIENT_METHODS it does not declare. */
+  undeclared: string[];
+  /** One of them that may carry a body (not GET or HEAD). */
+  otherMethod: string;
+}
+
+/** Each path of the contract, with what a 405 on it says: so that tests of 405s follow the contract. */
+export const contractPaths: ContractPath[] = Object.keys(contract.dereferenced.paths ?? {}).map((template) => {
+  const declared = contract.operations.filter(({ path }) => path === template).map(({ method }) => method);
+  const undeclared = CLIENT_METHODS.filter((method) => !declared.includes(method));
+  // PROPFIND, which OpenAPI cannot declare, when the path declares every other method.
+  const otherMethod = undeclared.find((method) => method !== 'GET' && method !== 'HEAD') ?? 'PROPFIND';
+  return {
+    template,
+    url: `${contract.basePath}${template.replace(/\{[^}]+\}/g, '1')}`,
+    allow: [...declared].sort().join(', '),
+    undeclared,
+    otherMethod,
+  };
+});
+
+/** The contract's path for a template, failing the test when the contract has no such path. */
+export function contractPath(template: string): ContractPath {
+  const found = contractPaths.find((path) => path.template === template);
+  if (found === undefined) throw new Error(`the contract has no path ${template}`);
+  return found;
+}
+
 const isErrorBody = new Ajv2020({ strict: false }).compile(contract.dereferenced.components?.schemas?.Error as object);
 
 /** How an answer outside the contract departs from `expected` and from the Error body every failure has. */

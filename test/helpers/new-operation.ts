@@ -1,14 +1,48 @@
-/** An operation the contract does not have yet (deletePet), as a team would add it to openapi.yaml. */
-export const DELETE_PET = `    delete:
-      operationId: deletePet
-      summary: Remove an animal
-      description: Removes the animal from the catalogue.
+import { contract } from './contract.js';
+
+/** Where the example operation goes: a path the contract has, so that its method is a 405 until then. */
+const PATH = '/pets/{petId}';
+
+/**
+ * The operations the tests of the contract-first loop may add, in order of preference: they take the
+ * first the contract lacks, so they keep an operation to add once a team has added the real one.
+ */
+const CANDIDATES = [
+  { method: 'DELETE', operationId: 'deletePet', summary: 'Remove an animal' },
+  { method: 'PUT', operationId: 'replacePet', summary: 'Replace an animal' },
+  { method: 'POST', operationId: 'retirePet', summary: 'Retire an animal' },
+];
+
+const candidate = CANDIDATES.find(
+  ({ method, operationId }) =>
+    !contract.operations.some((operation) => operation.operationId === operationId) &&
+    !contract.operations.some((operation) => operation.path === PATH && operation.method === method),
+);
+if (candidate === undefined)
+  throw new Error(`test/helpers/new-operation.ts: the contract has every candidate on ${PATH}`);
+
+/**
+ * An operation the contract does not have yet, on `/pets/{petId}` (deletePet while the contract
+ * lacks it): its 204 has no body, its 404 one example, `notFound`.
+ */
+export const NEW_OPERATION = {
+  ...candidate,
+  path: PATH,
+  /** The URL of pet `id`. */
+  url: (id: number | string) => `${contract.basePath}/pets/${id}`,
+};
+
+/** The operation as a team would add it to openapi.yaml, under its path. */
+export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
+      operationId: ${candidate.operationId}
+      summary: ${candidate.summary}
+      description: Acts on the animal in the catalogue.
       tags: [pets]
       parameters:
         - $ref: '#/components/parameters/PetId'
       responses:
         '204':
-          description: The animal was removed.
+          description: Done.
           headers:
             X-Request-Id:
               $ref: '#/components/headers/XRequestId'
@@ -27,7 +61,7 @@ export const DELETE_PET = `    delete:
                   value: { code: not_found, message: No pet with this id, status: 404 }
 `;
 
-/** openapi.yaml's text with deletePet added. */
-export function withDeletePet(contract: string): string {
-  return contract.replace('  /pets/{petId}:\n', `  /pets/{petId}:\n${DELETE_PET}`);
+/** openapi.yaml's text with the new operation added. */
+export function withNewOperation(contractText: string): string {
+  return contractText.replace(`  ${PATH}:\n`, `  ${PATH}:\n${NEW_OPERATION_YAML}`);
 }

@@ -3,7 +3,8 @@
  *
  * Nothing here names a field, a parameter or a path of the API: the operations, their parameters
  * and their request bodies are read from the dereferenced contract, valid values are derived from
- * each schema (type, enum, minimum/maximum, minLength/maxLength, simple patterns) and so are the
+ * each schema (type, enum, minimum/maximum, minLength/maxLength, simple patterns, min/maxProperties,
+ * dependentRequired: unhonouredKeywords names any other a schema uses) and so are the
  * ways to break them. A parameter or field added to the contract is fuzzed without a change here.
  *
  * A request is built as a Draft: its parts as they go on the wire, plus the Faults put into it on
@@ -28,8 +29,12 @@ export interface Schema {
   minLength?: number;
   maxLength?: number;
   pattern?: string;
+  format?: string;
   properties?: Record<string, Schema>;
   required?: string[];
+  minProperties?: number;
+  maxProperties?: number;
+  dependentRequired?: Record<string, string[]>;
   items?: Schema;
   minItems?: number;
   maxItems?: number;
@@ -306,10 +311,70 @@ function validString(schema: Schema): fc.Arbitrary<string> {
     .filter((text) => accepts(schema, text));
 }
 
+/** The names, with every name they require (`dependentRequired`), transitively. */
+function withDependents(schema: Schema, names: string[]): string[] {
+  const all = new Set(names);
+  for (const name of all) for (const dependent of schema.dependentRequired?.[name] ?? []) all.add(dependent);
+  return [...all];
+}
+
+/** The required properties and as many optional ones as `minProperties` and `maxProperties` allow. */
 function validObject(schema: Schema): fc.Arbitrary<Record<string, unknown>> {
   const properties = schema.properties ?? {};
-  const model = Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, validValue(property)]));
-  return fc.record(model, { requiredKeys: schema.required ?? [] });
+  const required = withDependents(schema, schema.required ?? []);
+  const optional = Object.keys(properties).filter((name) => !required.includes(name));
+  const fewest = Math.max((schema.minProperties ?? 0) - required.length, 0);
+  const most = Math.min((schema.maxProperties ?? Infinity) - required.length, optional.length);
+  if (fewest > most) throw new Error(`no object has the properties this schema requires: ${JSON.stringify(schema)}`);
+  return fc
+    .subarray(optional, { minLength: fewest, maxLength: most })
+    .map((chosen) => withDependents(schema, [...required, ...chosen]))
+    .filter((names) => names.length <= (schema.maxProperties ?? Infinity))
+    .chain((names) => fc.record(Object.fromEntries(names.map((name) => [name, validValue(properties[name] ?? {})]))));
+}
+
+/**
+ * The schema keywords validValue honours, and the annotations that constrain nothing. `format` is
+ * honoured only as int64, which the bounds of every integer the generator makes satisfy.
+ */
+const HONOURED = new Set([
+  'type',
+  'enum',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'format',
+  'items',
+  'minItems',
+  'maxItems',
+  'properties',
+  'required',
+  'additionalProperties',
+  'minProperties',
+  'maxProperties',
+  'dependentRequired',
+  'description',
+  'default',
+  'examples',
+  'example',
+  'title',
+  'deprecated',
+]);
+const HONOURED_FORMATS = new Set(['int64']);
+
+/** Where a schema uses a keyword (or format) validValue does not honour: values it makes may be refused. */
+export function unhonouredKeywords(schema: Schema, at: string): string[] {
+  const found = Object.keys(schema)
+    .filter((keyword) => !HONOURED.has(keyword))
+    .map((keyword) => `${at}/${keyword}`);
+  if (schema.format !== undefined && !HONOURED_FORMATS.has(schema.format)) found.push(`${at}/format: ${schema.format}`);
+  const children: [string, Schema][] = [
+    ...Object.entries(schema.properties ?? {}).map(([name, child]): [string, Schema] => [`properties/${name}`, child]),
+    ...(schema.items === undefined ? [] : [['items', schema.items] as [string, Schema]]),
+  ];
+  return [...found, ...children.flatMap(([where, child]) => unhonouredKeywords(child, `${at}/${where}`))];
 }
 
 /** JSON text; `null` for undefined, which JSON cannot say. */
