@@ -478,11 +478,6 @@ export interface components {
         /**
          * @description Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
          *     no animal are left out of the page, not an error.
-         * @example [
-         *       3,
-         *       7,
-         *       12
-         *     ]
          */
         IdFilter: number[];
         /**
@@ -572,11 +567,6 @@ export interface operations {
                 /**
                  * @description Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
                  *     no animal are left out of the page, not an error.
-                 * @example [
-                 *       3,
-                 *       7,
-                 *       12
-                 *     ]
                  */
                 id?: components["parameters"]["IdFilter"];
                 /**

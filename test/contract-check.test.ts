@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
-import { checkBreaking, describePointer } from '../scripts/contract-check/breaking.js';
+import { checkBreaking, describePointer, newestRelease } from '../scripts/contract-check/breaking.js';
 import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
@@ -62,6 +62,8 @@ function contractCheckCommand(root: string) {
 }
 
 const committed = await loadContract(join(projectRoot, 'openapi.yaml'));
+/** The release a change is checked against: the newest of the contract's major version. */
+const newest = `v${(newestRelease(projectRoot, 1)?.version ?? []).join('.')}`;
 
 // Building a copy of the project and running Redocly a dozen times takes a while on a busy machine.
 t.setTimeout(240_000);
@@ -70,7 +72,7 @@ t.test('npm run contract:check passes an untouched copy and names each drift wit
   const root = copyProject(t);
   const clean = await contractCheckCommand(root);
   t.equal(clean.code, 0, clean.stderr);
-  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, served\n/m);
+  t.match(clean.stdout, /^contract:check: ok: valid, handlers, lint, generated, breaking, [a-z, ]*served\n/m);
   t.ok(clean.stdout.split('\n').includes(RESPONSES_NOT_CHECKED), 'saying it did not check the responses tests saw');
 
   const generated = join(root, 'generated', 'openapi.ts');
@@ -151,7 +153,7 @@ for (const { name, edit, expected } of breakingChanges) {
     const root = copyProject(t);
     const drifts = await checkBreaking(root, await plant(root, edit));
     t.match(report(drifts), expected);
-    t.match(report(drifts), /^contract:check: breaking change against v1\.0\.0 \(contracts\/v1\.0\.0\.yaml\): /);
+    t.match(report(drifts), `contract:check: breaking change against ${newest} (contracts/${newest}.yaml): `);
     t.match(report(drifts), /fix: undo the change, or release it as a new major version/);
   });
 }

@@ -27,6 +27,7 @@ const PROJECT_ENTRIES = [
   'test',
   'openapi.yaml',
   'redocly.yaml',
+  '.redocly.lint-ignore.yaml',
   'package.json',
   'tsconfig.json',
 ];

@@ -38,6 +38,8 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
       summary: ${candidate.summary}
       description: Acts on the animal in the catalogue.
       tags: [pets]
+      security:
+        - apiKey: ['pets:write']
       parameters:
         - $ref: '#/components/parameters/PetId'
       responses:
