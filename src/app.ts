@@ -60,7 +60,7 @@ export interface AppOptions {
    */
   development?: boolean;
   /** Which peers' X-Forwarded-For names the client (fastify's trustProxy); none by default. */
-  trustProxy?: boolean | number | string;
+  trustProxy?: boolean | string;
   /** Certificate and key (PEM): the server speaks HTTPS. */
   https?: { cert: Buffer; key: Buffer } | undefined;
   /** When to shed load with 503s; see DEFAULT_OVERLOAD. */
@@ -178,8 +178,7 @@ export async function buildApp({
     logger,
     // The failed-authentication limit and the logs use request.ip: the client's address from
     // X-Forwarded-For when the peer is a trusted proxy, the peer's otherwise.
-    // fastify takes a hop count too, though its types leave it out.
-    trustProxy: trustProxy as boolean | string,
+    trustProxy,
     ...tls,
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,

@@ -70,7 +70,7 @@ export interface StartOptions {
    */
   overload?: OverloadSettings;
   /** fastify's trustProxy, as TRUST_PROXY gives it. */
-  trustProxy?: boolean | number | string;
+  trustProxy?: boolean | string;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
