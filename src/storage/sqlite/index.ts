@@ -1,6 +1,6 @@
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { makeDirectory } from '../../make-directory.js';
 import { migrationsDir } from '../../paths.js';
 import {
   type Account,
@@ -45,7 +45,7 @@ const KEY_COLUMNS = 'id, account_id AS accountId, prefix, created_at AS createdA
 const ACCOUNT_COLUMNS = 'id, name, created_at AS createdAt';
 
 export function openSqlite(options: SqliteOptions): Storage {
-  if (options.filename !== ':memory:') mkdirSync(dirname(options.filename), { recursive: true });
+  if (options.filename !== ':memory:') makeDirectory(dirname(options.filename));
   const db = new Database(options.filename);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);
