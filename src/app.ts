@@ -16,15 +16,8 @@ import { bearerAuth } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
-import errors, {
-  clientErrorHandlerWith,
-  emptyPathParameterIsUnroutable,
-  frameworkErrors,
-  refusals,
-  type RequestHook,
-  serveConnectAsRequest,
-  watchAnswersBeforeBody,
-} from './plugins/errors.js';
+import errors, { refusals } from './plugins/errors.js';
+import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type RequestHook } from './plugins/not-found.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
@@ -32,6 +25,8 @@ import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } fr
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
+import { adaptNodeServer } from './http/node-server.js';
+import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
@@ -202,18 +197,7 @@ export async function buildApp({
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
   });
 
-  app.server.maxConnections = connections.maxConnections;
-  // A client that half-closes once it has sent its request (`nc -N`, some HTTP/1.0 tools) still gets
-  // its answer: by default Node ends such a connection at once, dropping a response that waits on
-  // the database. The connection closes after the last answer instead.
-  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-  // Node would answer `Expect: 100-continue` with a 100 before any hook runs, inviting a body that
-  // authentication may refuse (continueBeforeBody sends it once the body is wanted), and any other
-  // expectation with an empty 417. Both are served as requests like any other.
-  app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
-  app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
-  app.server.on('connect', serveConnectAsRequest(app.server));
-  watchAnswersBeforeBody(app.server);
+  adaptNodeServer(app.server, connections.maxConnections);
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
   const refuse = refusals(development);
@@ -232,7 +216,8 @@ export async function buildApp({
       paths.match(request.url ?? '')?.operations.get(request.method ?? '')?.deprecated === true ? deprecationPairs : [],
   });
   await app.register(framing);
-  await app.register(errors, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
+  await app.register(errors);
+  await app.register(notFound, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
   await app.register(jsonBody);
 
   const overloaded = overloadedError(overloadSettings);

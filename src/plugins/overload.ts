@@ -6,7 +6,7 @@ import { ApiError } from '../errors.js';
 import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
-import { closeLingeringAfterAnswer, moreBodyThan } from './errors.js';
+import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 
 export interface OverloadSettings {
   /**
