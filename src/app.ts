@@ -21,8 +21,8 @@ import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type Request
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { refuseUnreadableBody } from './plugins/json-body.js';
-import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
-import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
+import overload, { overloadedError } from './plugins/overload.js';
+import { rateLimits } from './plugins/rate-limit.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
 import { adaptNodeServer } from './http/node-server.js';
@@ -30,6 +30,14 @@ import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  DEFAULT_OVERLOAD,
+  DEFAULT_RATE_LIMITS,
+  type OverloadSettings,
+  type RateLimitSettings,
+} from './settings.js';
 import type { Storage } from './storage/types.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
@@ -63,15 +71,6 @@ export interface AppOptions {
   /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
   metrics?: Metrics | undefined;
 }
-
-export interface ConnectionLimits {
-  /** A request (headers and body) must arrive within this; slower clients get 408. */
-  requestTimeoutMs: number;
-  /** Connections beyond this are refused, so slow clients cannot exhaust the server. */
-  maxConnections: number;
-}
-
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 10_000, maxConnections: 1024 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

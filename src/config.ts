@@ -1,8 +1,7 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
-import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
-import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
+import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OVERLOAD, DEFAULT_RATE_LIMITS } from './settings.js';
+import type { ConnectionLimits, OverloadSettings, RateLimitSettings } from './settings.js';
 import type { DatabaseConfig } from './storage/index.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
