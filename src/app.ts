@@ -16,25 +16,28 @@ import { bearerAuth, requireScopes } from './plugins/auth.js';
 import { PathTable } from './path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
-import errors, {
-  clientErrorHandlerWith,
-  emptyPathParameterIsUnroutable,
-  frameworkErrors,
-  refusals,
-  type RequestHook,
-  serveConnectAsRequest,
-  watchAnswersBeforeBody,
-} from './plugins/errors.js';
+import errors, { refusals } from './plugins/errors.js';
+import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type RequestHook } from './plugins/not-found.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseUnreadableBody } from './plugins/json-body.js';
-import overload, { DEFAULT_OVERLOAD, overloadedError, type OverloadSettings } from './plugins/overload.js';
-import { DEFAULT_RATE_LIMITS, type RateLimitSettings, rateLimits } from './plugins/rate-limit.js';
+import overload, { overloadedError } from './plugins/overload.js';
+import { rateLimits } from './plugins/rate-limit.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
 import { RequestLog } from './logging.js';
+import { adaptNodeServer } from './http/node-server.js';
+import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  DEFAULT_OVERLOAD,
+  DEFAULT_RATE_LIMITS,
+  type OverloadSettings,
+  type RateLimitSettings,
+} from './settings.js';
 import type { Storage } from './storage/types.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
@@ -60,7 +63,7 @@ export interface AppOptions {
    */
   development?: boolean;
   /** Which peers' X-Forwarded-For names the client (fastify's trustProxy); none by default. */
-  trustProxy?: boolean | number | string;
+  trustProxy?: boolean | string;
   /** Certificate and key (PEM): the server speaks HTTPS. */
   https?: { cert: Buffer; key: Buffer } | undefined;
   /** When to shed load with 503s; see DEFAULT_OVERLOAD. */
@@ -70,15 +73,6 @@ export interface AppOptions {
   /** The clock keys expire by (Unix milliseconds). */
   now?: () => number;
 }
-
-export interface ConnectionLimits {
-  /** A request (headers and body) must arrive within this; slower clients get 408. */
-  requestTimeoutMs: number;
-  /** Connections beyond this are refused, so slow clients cannot exhaust the server. */
-  maxConnections: number;
-}
-
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 10_000, maxConnections: 1024 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -184,8 +178,7 @@ export async function buildApp({
     logger,
     // The failed-authentication limit and the logs use request.ip: the client's address from
     // X-Forwarded-For when the peer is a trusted proxy, the peer's otherwise.
-    // fastify takes a hop count too, though its types leave it out.
-    trustProxy: trustProxy as boolean | string,
+    trustProxy,
     ...tls,
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,
@@ -209,18 +202,7 @@ export async function buildApp({
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
   });
 
-  app.server.maxConnections = connections.maxConnections;
-  // A client that half-closes once it has sent its request (`nc -N`, some HTTP/1.0 tools) still gets
-  // its answer: by default Node ends such a connection at once, dropping a response that waits on
-  // the database. The connection closes after the last answer instead.
-  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-  // Node would answer `Expect: 100-continue` with a 100 before any hook runs, inviting a body that
-  // authentication may refuse (continueBeforeBody sends it once the body is wanted), and any other
-  // expectation with an empty 417. Both are served as requests like any other.
-  app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
-  app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
-  app.server.on('connect', serveConnectAsRequest(app.server));
-  watchAnswersBeforeBody(app.server);
+  adaptNodeServer(app.server, connections.maxConnections);
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
   const refuse = refusals(development);
@@ -248,7 +230,8 @@ export async function buildApp({
     },
   });
   await app.register(framing);
-  await app.register(errors, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
+  await app.register(errors);
+  await app.register(notFound, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
   await app.register(jsonBody);
 
   const overloaded = overloadedError(overloadSettings);

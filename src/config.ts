@@ -1,8 +1,7 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
-import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
-import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
+import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OVERLOAD, DEFAULT_RATE_LIMITS } from './settings.js';
+import type { ConnectionLimits, OverloadSettings, RateLimitSettings } from './settings.js';
 import type { DatabaseConfig } from './storage/index.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
@@ -137,8 +136,8 @@ function redisUrlFrom(value: string | undefined): string | undefined {
   return value;
 }
 
-/** `false`, `true` (any peer: only when every connection comes through the proxy), a hop count, or addresses/CIDRs. */
-export type TrustProxy = boolean | number | string;
+/** `false`, `true` (any peer: only when every connection comes through the proxy), or addresses/CIDRs. */
+export type TrustProxy = boolean | string;
 
 /**
  * An address (`10.0.0.5`, `::1`), a CIDR (`10.0.0.0/8`, `fd00::/8`) or one of proxy-addr's named
@@ -152,16 +151,24 @@ function isTrustedPeer(part: string): boolean {
   return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128));
 }
 
-/** TRUST_PROXY: unset/`false`, `true`, a number of proxy hops, or comma-separated addresses and CIDRs. */
+/**
+ * TRUST_PROXY: unset/`false`, `true`, or comma-separated addresses, CIDRs and named ranges. A hop
+ * count is refused: fastify 5 trusts no peer for one, so every client behind the proxy would share
+ * the proxy's address, and one failed-authentication count.
+ */
 function trustProxyFrom(value: string | undefined): TrustProxy {
   const setting = (value ?? '').trim();
   if (setting === '' || setting.toLowerCase() === 'false') return false;
   if (setting.toLowerCase() === 'true') return true;
-  if (/^[0-9]+$/.test(setting)) return Number(setting);
+  if (/^[0-9]+$/.test(setting)) {
+    throw new Error(
+      `TRUST_PROXY=${setting} is a hop count, which is not supported (no proxy would be trusted): name the proxy's addresses instead, e.g. TRUST_PROXY=10.0.0.5, a CIDR such as 10.0.0.0/8, or loopback for a proxy on this host`,
+    );
+  }
   const addresses = setting.split(',').map((part) => part.trim());
   if (!addresses.every(isTrustedPeer)) {
     throw new Error(
-      `TRUST_PROXY must be true, false, a hop count, or comma-separated addresses/CIDRs; got "${value ?? ''}"`,
+      `TRUST_PROXY must be true, false, or comma-separated addresses, CIDRs or named ranges (loopback, linklocal, uniquelocal); got "${value ?? ''}"`,
     );
   }
   return addresses.join(',');

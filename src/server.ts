@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { ensureDevelopmentKey } from './accounts.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
@@ -7,14 +6,19 @@ import { redisClient, redisLocation } from './redis.js';
 import { Metrics } from './metrics/registry.js';
 import { type MetricsServer, startMetricsServer } from './metrics/server.js';
 import { instrumentStorage } from './storage/instrumented.js';
-import { describeDatabase, openStorage } from './storage/index.js';
+import { type DatabaseConfig, describeDatabase, type OpenOptions, openStorage } from './storage/index.js';
+import { readTls } from './tls.js';
 
-/** A TLS file, or a start that stops saying which one could not be read. */
-function readTlsFile(name: string, path: string): Buffer {
+/** The database, or a start that stops naming DATABASE_URL when its SQLite file cannot be opened. */
+async function openDatabase(database: DatabaseConfig, options: OpenOptions) {
   try {
-    return readFileSync(path);
+    return await openStorage(database, options);
   } catch (error) {
-    throw new Error(`${name} ${path} cannot be read: ${(error as Error).message}`, { cause: error });
+    if (database.engine !== 'sqlite') throw error;
+    throw new Error(
+      `DATABASE_URL names the SQLite file ${database.file}, which cannot be opened (${(error as Error).message}); set DATABASE_URL to a file in a directory this process can create and write`,
+      { cause: error },
+    );
   }
 }
 
@@ -25,12 +29,9 @@ function readTlsFile(name: string, path: string): Buffer {
 async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
-  const https = config.tls && {
-    cert: readTlsFile('TLS_CERT_FILE', config.tls.certFile),
-    key: readTlsFile('TLS_KEY_FILE', config.tls.keyFile),
-  };
+  const https = config.tls && readTls(config.tls);
   let onIdleError: (error: Error) => void = () => undefined;
-  const storage = await openStorage(config.database, { onIdleError: (error) => onIdleError(error) });
+  const storage = await openDatabase(config.database, { onIdleError: (error) => onIdleError(error) });
   const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({

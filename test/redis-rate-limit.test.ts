@@ -4,7 +4,8 @@ import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyRequest } from 'fastify';
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
-import { REDIS_KEY_PREFIX, type RateLimitSettings } from '../src/plugins/rate-limit.js';
+import { REDIS_KEY_PREFIX } from '../src/plugins/rate-limit.js';
+import type { RateLimitSettings } from '../src/settings.js';
 import { connectRedis, redisClient } from '../src/redis.js';
 import {
   conformingFetch,

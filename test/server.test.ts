@@ -4,7 +4,7 @@ import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
 import { conformingFetch, temporaryDirectory } from './helpers/api.js';
 import { backend, newDatabase } from './helpers/backend.js';
-import { startServerProcess } from './helpers/process.js';
+import { failedStart, startServerProcess } from './helpers/process.js';
 
 async function call(url: string, init: RequestInit = {}): Promise<Response> {
   return conformingFetch(new Request(url, init));
@@ -84,4 +84,15 @@ t.test('the server refuses to start on bad configuration, saying why', async (t)
     startServerProcess(t, { DATABASE_URL: join(dir, 'x.db'), LOG_LEVEL: 'loud' }),
     /LOG_LEVEL must be one of/,
   );
+});
+
+t.test('a SQLite file whose directory cannot be created stops the start at once, naming DATABASE_URL', async (t) => {
+  const started = Date.now();
+  // Node 20's recursive mkdir never returns on a path under /proc.
+  const start = failedStart({ DATABASE_URL: '/proc/nope/x.db' });
+  t.equal(start.code, 1, 'exits 1 rather than hanging');
+  t.ok(Date.now() - started < 10_000, 'within seconds');
+  t.match(start.stderr, /DATABASE_URL names the SQLite file \/proc\/nope\/x\.db, which cannot be opened \(ENOENT/);
+  t.match(start.stderr, /set DATABASE_URL to a file in a directory this process can create and write/);
+  t.notMatch(start.stderr, /\n\s+at /, 'no stack trace');
 });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { ErrorBody } from '../src/errors.js';
 import type { Pet } from '../src/storage/types.js';
-import { PATTERN_WORDS } from '../src/plugins/errors.js';
+import { PATTERN_WORDS } from '../src/plugins/validation-messages.js';
 import { startApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 

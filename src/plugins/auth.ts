@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHo
 import { hashKey, hasKeyShape } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
 import type { Refuse } from './errors.js';
-import type { KeyLimit } from './rate-limit.js';
+import type { FailureLimit, KeyLimit } from './rate-limit.js';
 import type { AccountRepository, Principal } from '../storage/types.js';
 
 declare module 'fastify' {
@@ -68,16 +68,6 @@ function bearerToken(header: string | undefined): string | ApiError {
   if (header === undefined || header === '' || BEARER_ALONE.test(header)) return MISSING_KEY;
   return NOT_BEARER;
 }
-
-/**
- * Counts a request against a limit, then answers: with the refusal to send when over it (a 429),
- * undefined otherwise. At once when counted in this process.
- */
-export type FailureLimit = (
-  request: FastifyRequest,
-  reply: FastifyReply,
-  answer: (refusal: ApiError | undefined) => void,
-) => void;
 
 /** The limits authentication applies: failures per client address, requests per key. */
 export interface AuthLimits {

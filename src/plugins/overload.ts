@@ -6,30 +6,11 @@ import { ApiError } from '../errors.js';
 import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
-import { closeLingeringAfterAnswer, moreBodyThan } from './errors.js';
+import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
+import type { OverloadSettings } from '../settings.js';
 
-export interface OverloadSettings {
-  /**
-   * Shed a request that has waited longer than this (ms) for the event loop: it finds the loop busy
-   * past it (LoopWatch), or, during an episode, follows a turn as long (TurnWatch). 0: never shed.
-   */
-  maxEventLoopDelayMs: number;
-  /** The Retry-After of a shed request's 503, in seconds. */
-  retryAfterSeconds: number;
-  /** How often the loop watch's timer is due (ms): a busy stretch shorter than this goes unseen. */
-  sampleIntervalMs: number;
-}
-
-/**
- * A request read 25 ms into a saturated turn is shed. 10 ms served twice the load no faster (p99
- * 108 against 113 ms) but also shed ~2% of a closed loop of 50 clients listing 100 pets, a server
- * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held").
- */
-export const DEFAULT_OVERLOAD: OverloadSettings = {
-  maxEventLoopDelayMs: 25,
-  retryAfterSeconds: 1,
-  sampleIntervalMs: 10,
-};
+// Where scripts/contract-check/served.ts imports it from.
+export { DEFAULT_OVERLOAD } from '../settings.js';
 
 /** An overload episode ends after this long without a shed request: /readyz is 200 again and the end is logged. */
 const EPISODE_QUIET_MS = 1_000;

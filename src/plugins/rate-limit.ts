@@ -1,33 +1,40 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import LocalStore, { type Counted, type CountingStore } from '@fastify/rate-limit/store/LocalStore.js';
-import RedisStore from '@fastify/rate-limit/store/RedisStore.js';
 import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.js';
-import type { FailureLimit } from './auth.js';
+import { type Counted, type CountingStore, InProcessStore, RedisStore } from '../rate-limit-stores.js';
 import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
 import { LimitLog } from '../logging.js';
 import type { Principal } from '../storage/types.js';
-
-export interface RateLimitSettings {
-  /** Requests a minute per API key; 0 turns the limit off. */
-  perMinute: number;
-  /** Failed authentications a minute per client address; 0 turns the limit off. */
-  authFailuresPerMinute: number;
-}
-
-export const DEFAULT_RATE_LIMITS: RateLimitSettings = { perMinute: 1000, authFailuresPerMinute: 30 };
+import type { RateLimitSettings } from '../settings.js';
 
 /**
  * Counts a request under `key` in `store` and calls `then` with the count: at once for the
  * in-memory store, when Redis answers for the shared one; undefined when it could not be counted
  * (Redis down): the limit fails open.
  */
-type Count = (store: CountingStore, key: string, max: number, then: (counted: Counted | undefined) => void) => void;
+type Count = (store: CountingStore, key: string, then: (counted: Counted | undefined) => void) => void;
 
 const WINDOW_MS = 60_000;
 
 /** Every key in Redis starts with this, apart from other applications' keys on the same server. */
 export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
+
+/**
+ * Where this server's keys are counted in Redis: as @fastify/rate-limit's createRateLimit named them
+ * (a store for a route with no method and no URL), through which earlier versions counted, so that
+ * instances of those versions sharing the Redis count together with this one.
+ */
+const REDIS_KEYS = `${REDIS_KEY_PREFIX}undefinedundefined-`;
+
+/**
+ * Counts a request against a limit, then answers: with the refusal to send when over it (a 429),
+ * undefined otherwise. At once when counted in this process.
+ */
+export type FailureLimit = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  answer: (refusal: ApiError | undefined) => void,
+) => void;
 
 /**
  * The per-key limit, called by authentication: `blocked` before the key is looked up, `count` once
@@ -81,10 +88,9 @@ type LimitAnswer = (refusal: ApiError | undefined, resetAt?: number) => void;
 
 /**
  * A limit's check: counts the request under `keyOf(request)`, sets the RateLimit headers and
- * answers with the 429 to send when over the limit. The counting and the window are
- * @fastify/rate-limit's stores', called directly: its createRateLimit wraps every count in three
- * promises, ~8,000 instructions a count in process against ~1,600 with the in-memory store's
- * callback, which answers at once (BENCHMARKS.md).
+ * answers with the 429 to send when over the limit. The stores are called directly, with a callback
+ * that the in-memory one answers at once: @fastify/rate-limit's createRateLimit wraps every count in
+ * three promises, ~8,000 instructions a count in process against ~1,600 (BENCHMARKS.md).
  */
 function limitCheck(
   count: Count,
@@ -95,7 +101,7 @@ function limitCheck(
 ): (request: FastifyRequest, reply: FastifyReply, answer: LimitAnswer) => void {
   const limit = String(max);
   return (request, reply, answer) => {
-    count(store, keyOf(request), max, (counted) => {
+    count(store, keyOf(request), (counted) => {
       if (counted === undefined) {
         answer(undefined);
         return;
@@ -155,28 +161,22 @@ class BlockedKeys {
   }
 }
 
-const countInProcess: Count = (store, key, max, then) =>
-  store.incr(key, (_error, counted) => then(counted), WINDOW_MS, max);
+const countInProcess: Count = (store, key, then) => store.count(key, WINDOW_MS, (_error, counted) => then(counted));
 
 /** Counting in Redis: a request that cannot be counted is let through, and the outage logged once. */
 async function sharedCount(app: FastifyInstance, redis: Redis): Promise<Count> {
   const availability = new RedisAvailability(app.log, redisLocation(redis)).watch(redis);
   await connectRedis(redis);
-  return (store, key, max, then) =>
-    store.incr(
-      key,
-      (error, counted) => {
-        if (error === null && counted !== undefined) {
-          availability.answered();
-          then(counted);
-        } else {
-          availability.failed(error ?? new Error('Redis gave no count'));
-          then(undefined);
-        }
-      },
-      WINDOW_MS,
-      max,
-    );
+  return (store, key, then) =>
+    store.count(key, WINDOW_MS, (error, counted) => {
+      if (error === undefined && counted !== undefined) {
+        availability.answered();
+        then(counted);
+      } else {
+        availability.failed(error ?? new Error('Redis gave no count'));
+        then(undefined);
+      }
+    });
 }
 
 /**
@@ -188,16 +188,8 @@ export async function rateLimits(
   settings: RateLimitSettings,
   redis?: Redis,
 ): Promise<RateLimits> {
-  // Keys named as @fastify/rate-limit's createRateLimit names them (a child store with no route),
-  // so that instances of earlier versions sharing the Redis count together with this one.
   const newStore = (): CountingStore =>
-    redis === undefined
-      ? new LocalStore(false, false)
-      : new RedisStore(false, false, redis, REDIS_KEY_PREFIX).child({
-          continueExceeding: false,
-          exponentialBackoff: false,
-          routeInfo: {},
-        });
+    redis === undefined ? new InProcessStore() : new RedisStore(redis, REDIS_KEYS);
   const count = redis === undefined ? countInProcess : await sharedCount(app, redis);
   const { perMinute, authFailuresPerMinute } = settings;
   return {

@@ -3,12 +3,16 @@ import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
-import { buildApp, type ConnectionLimits } from '../../src/app.js';
+import { buildApp } from '../../src/app.js';
 import { issueKey } from '../../src/auth/api-keys.js';
-import type { RateLimitSettings } from '../../src/plugins/rate-limit.js';
 import { redisClient } from '../../src/redis.js';
 import { Metrics } from '../../src/metrics/registry.js';
-import { DEFAULT_OVERLOAD, type OverloadSettings } from '../../src/plugins/overload.js';
+import {
+  type ConnectionLimits,
+  DEFAULT_OVERLOAD,
+  type OverloadSettings,
+  type RateLimitSettings,
+} from '../../src/settings.js';
 import { instrumentStorage } from '../../src/storage/instrumented.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
@@ -70,7 +74,7 @@ export interface StartOptions {
    */
   overload?: OverloadSettings;
   /** fastify's trustProxy, as TRUST_PROXY gives it. */
-  trustProxy?: boolean | number | string;
+  trustProxy?: boolean | string;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { issueKey } from '../../src/auth/api-keys.js';
@@ -63,6 +63,16 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
       return exited;
     },
   };
+}
+
+/** Starts the server expecting it to refuse: its exit code (null if still running after 15 s) and what it said. */
+export function failedStart(env: Record<string, string>) {
+  const result = spawnSync(process.execPath, [join(projectRoot, 'dist/src/server.js')], {
+    env: { ...process.env, PORT: '0', METRICS_PORT: 'off', ...env },
+    encoding: 'utf8',
+    timeout: 15_000,
+  });
+  return { code: result.status, stderr: result.stderr };
 }
 
 const execFileAsync = promisify(execFile);

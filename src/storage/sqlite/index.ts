@@ -1,6 +1,6 @@
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { makeDirectory } from '../../make-directory.js';
 import { migrationsDir } from '../../paths.js';
 import { DATABASE_RETRY_AFTER_SECONDS, type Storage, StorageUnavailableError } from '../types.js';
 import { accountRepository } from './accounts.js';
@@ -30,7 +30,7 @@ const BUSY_TIMEOUT_MS = 250;
 const LOCKED_FOR_MS = DATABASE_RETRY_AFTER_SECONDS * 1000;
 
 export function openSqlite(options: SqliteOptions): Storage {
-  if (options.filename !== ':memory:') mkdirSync(dirname(options.filename), { recursive: true });
+  if (options.filename !== ':memory:') makeDirectory(dirname(options.filename));
   const db = new Database(options.filename);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);

@@ -1,0 +1,113 @@
+import { randomUUID } from 'node:crypto';
+import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { type ErrorBody, errorBody } from '../errors.js';
+import { closeLingering } from './lingering-close.js';
+
+// Answers written by hand on the socket, to requests Node could not parse or that timed out:
+// no request object exists for them, so fastify never sees them.
+
+/**
+ * Connections whose request was answered before its body had all arrived: a refusal from the
+ * headers (401, 404, 405, a shed 503), or an answer that never reads a body (GET /healthz sent
+ * one). Node reads the rest and drops it; if it never comes, Node's request timeout would answer
+ * the same request a second time, with a 408, so such a connection is closed instead.
+ */
+const answeredBeforeItsBody = new WeakSet<Socket>();
+
+/** Watches every request that announces a body, on `server`, for an answer that comes before the body. */
+export function watchAnswersBeforeBody(server: Server): void {
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const { headers } = request;
+    if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return;
+    const answered = () => {
+      if (request.complete) return;
+      answeredBeforeItsBody.add(request.socket);
+      request.once('end', () => answeredBeforeItsBody.delete(request.socket));
+    };
+    if (response.writableFinished) answered();
+    else response.once('finish', answered);
+  });
+}
+
+/** Node's own handler reads this too: the response a connection is writing, if any. */
+function responseOnItsWay(socket: Socket): ServerResponse | undefined {
+  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+}
+
+/**
+ * Whether earlier requests on the connection, which arrived whole, are still being answered (an
+ * incomplete one is the request that failed). An answer written now would come first and be taken
+ * as theirs.
+ */
+function answersOnTheirWay(socket: Socket): boolean {
+  return responseOnItsWay(socket)?.req.complete === true;
+}
+
+/** Lets every answer on its way finish, then closes: what could not be parsed gets no answer. */
+function closeAfterAnswers(socket: Socket): void {
+  const response = responseOnItsWay(socket);
+  if (response === undefined || response.writableFinished) {
+    closeLingering(socket);
+    return;
+  }
+  // Node hands the connection to the next queued response as this one finishes.
+  response.once('finish', () => closeAfterAnswers(socket));
+}
+
+/**
+ * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
+ * closes the connection, lingering. `onAnswer` is told each status written (metrics).
+ */
+export function clientErrorHandlerWith(onAnswer?: (status: number) => void) {
+  return function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+    answerClientError(this, error, socket, onAnswer);
+  };
+}
+
+function answerClientError(
+  app: FastifyInstance,
+  error: Error & { code?: string },
+  socket: Socket,
+  onAnswer: ((status: number) => void) | undefined,
+): void {
+  if (!socket.writable || error.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && answeredBeforeItsBody.has(socket)) {
+    // Its answer is written: the client stopped sending the body it announced.
+    closeLingering(socket);
+    return;
+  }
+  if (answersOnTheirWay(socket)) {
+    app.log.info({ code: error.code }, 'unparsable request after others on the connection: closed after their answers');
+    closeAfterAnswers(socket);
+    return;
+  }
+  const [status, body] = clientErrorResponse(error.code);
+  const json = JSON.stringify(body);
+  // No request object exists, so no request line: this one ties the answer's X-Request-Id to the log.
+  const reqId = randomUUID();
+  app.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
+  onAnswer?.(status);
+  socket.write(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${reqId}\r\n` +
+      'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
+      json,
+  );
+  closeLingering(socket);
+}
+
+function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, errorBody(408, 'request_timeout', 'The request took too long to arrive')];
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, errorBody(431, 'headers_too_large', 'Request headers are too large')];
+    default:
+      return [400, errorBody(400, 'invalid_request', 'Malformed HTTP request')];
+  }
+}

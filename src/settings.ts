@@ -1,0 +1,43 @@
+// The settings the configuration reads and the app is composed with, and their defaults: below both,
+// so that config.ts needs nothing of the app.
+
+export interface ConnectionLimits {
+  /** A request (headers and body) must arrive within this; slower clients get 408. */
+  requestTimeoutMs: number;
+  /** Connections beyond this are refused, so slow clients cannot exhaust the server. */
+  maxConnections: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 10_000, maxConnections: 1024 };
+
+export interface RateLimitSettings {
+  /** Requests a minute per API key; 0 turns the limit off. */
+  perMinute: number;
+  /** Failed authentications a minute per client address; 0 turns the limit off. */
+  authFailuresPerMinute: number;
+}
+
+export const DEFAULT_RATE_LIMITS: RateLimitSettings = { perMinute: 1000, authFailuresPerMinute: 30 };
+
+export interface OverloadSettings {
+  /**
+   * Shed a request that has waited longer than this (ms) for the event loop: it finds the loop busy
+   * past it (LoopWatch), or, during an episode, follows a turn as long (TurnWatch). 0: never shed.
+   */
+  maxEventLoopDelayMs: number;
+  /** The Retry-After of a shed request's 503, in seconds. */
+  retryAfterSeconds: number;
+  /** How often the loop watch's timer is due (ms): a busy stretch shorter than this goes unseen. */
+  sampleIntervalMs: number;
+}
+
+/**
+ * A request read 25 ms into a saturated turn is shed. 10 ms served twice the load no faster (p99
+ * 108 against 113 ms) but also shed ~2% of a closed loop of 50 clients listing 100 pets, a server
+ * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held").
+ */
+export const DEFAULT_OVERLOAD: OverloadSettings = {
+  maxEventLoopDelayMs: 25,
+  retryAfterSeconds: 1,
+  sampleIntervalMs: 10,
+};
