@@ -36,6 +36,8 @@ import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './meta-schema.js';
 import type { Storage } from './storage/types.js';
+import { Dispatcher } from './events/dispatcher.js';
+import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
 export const BODY_LIMIT = 16 * 1024;
@@ -67,6 +69,8 @@ export interface AppOptions {
   overload?: OverloadSettings;
   /** Prometheus metrics to count requests into (served elsewhere: metrics/server.ts); none when left out. */
   metrics?: Metrics | undefined;
+  /** Webhook delivery: where to, how long, how often (WEBHOOK_*); see DEFAULT_WEBHOOKS. */
+  webhooks?: WebhookSettings;
 }
 
 export interface ConnectionLimits {
@@ -161,6 +165,7 @@ export async function buildApp({
   overload: overloadSettings = DEFAULT_OVERLOAD,
   trustProxy = false,
   https,
+  webhooks = DEFAULT_WEBHOOKS,
 }: AppOptions): Promise<FastifyInstance> {
   const [incomplete] = incompleteDeprecations(contract.operations);
   if (incomplete !== undefined) throw new Error(incomplete);
@@ -252,7 +257,12 @@ export async function buildApp({
   await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contract, publicUrl });
 
-  const handlers = serviceHandlers(storage, contract);
+  const handlers = serviceHandlers(storage, contract, webhooks);
+  const dispatcher = new Dispatcher(storage.deliveries, webhooks, metrics?.deliveries, (error) =>
+    app.log.error({ err: error }, 'webhook delivery failed'),
+  );
+  app.addHook('onReady', async () => dispatcher.start());
+  app.addHook('onClose', async () => dispatcher.stop());
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');

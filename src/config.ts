@@ -4,6 +4,7 @@ import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './app.js';
 import { DEFAULT_OVERLOAD, type OverloadSettings } from './plugins/overload.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from './plugins/rate-limit.js';
 import type { DatabaseConfig } from './storage/index.js';
+import { type WebhookSettings, webhookSettingsFrom } from './events/settings.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
 export interface Config {
@@ -24,6 +25,8 @@ export interface Config {
   tls: { certFile: string; keyFile: string } | undefined;
   /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
   metrics: { host: string; port: number } | undefined;
+  /** Webhook delivery (WEBHOOK_*). */
+  webhooks: WebhookSettings;
 }
 
 // Not OFF: a power loss could then corrupt the database, against the durability the README promises.
@@ -210,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     redisUrl: redisUrlFrom(env.REDIS_URL),
     metrics: metricsFrom(env),
+    webhooks: webhookSettingsFrom(env),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     tls: tlsFrom(env),
     overload: {
