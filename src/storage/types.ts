@@ -84,6 +84,13 @@ export interface OrderChange {
   petStatus: PetStatus;
 }
 
+/** The event each order status is announced with. */
+export const ORDER_EVENTS = {
+  placed: 'order.placed',
+  completed: 'order.completed',
+  cancelled: 'order.cancelled',
+} as const satisfies Record<OrderStatus, EventType>;
+
 /** The store's orders. Each change moves the order's pet in the same transaction. */
 export interface OrderRepository {
   list(query: PageQuery<OrderStatus>): Promise<Page<Order>>;

@@ -3,7 +3,7 @@ import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
 import { lockPet, setPetStatus } from './pets.js';
 import { firstRow, onlyRow, rows, TIMESTAMP, transaction } from './queries.js';
-import type { Order, OrderRepository } from '../types.js';
+import { type Order, ORDER_EVENTS, type OrderRepository } from '../types.js';
 
 const ORDER_COLUMNS = `id, pet_id AS "petId", status, ${TIMESTAMP('placed_at')} AS "placedAt",
   ${TIMESTAMP('updated_at')} AS "updatedAt"`;
@@ -41,7 +41,7 @@ export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now:
           text: ORDER_SQL.insert,
           values: [petId, now()],
         });
-        await outbox.emit(client, 'order.placed', created);
+        await outbox.emit(client, ORDER_EVENTS.placed, created);
         return { id: created.id, created };
       }),
     update: async (id, decide) =>
@@ -56,7 +56,7 @@ export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now:
           text: ORDER_SQL.setStatus,
           values: [change.status, now(), id],
         });
-        await outbox.emit(client, `order.${change.status}`, changed);
+        await outbox.emit(client, ORDER_EVENTS[change.status], changed);
         return changed;
       }),
   };

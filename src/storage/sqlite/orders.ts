@@ -2,7 +2,15 @@ import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
 import type { Outbox } from './webhooks.js';
-import type { Order, OrderChange, OrderRepository, Decide, PetState, PetStatus } from '../types.js';
+import {
+  type Order,
+  type OrderChange,
+  type OrderRepository,
+  type Decide,
+  ORDER_EVENTS,
+  type PetState,
+  type PetStatus,
+} from '../types.js';
 
 const ORDER_COLUMNS = 'id, pet_id AS petId, status, placed_at AS placedAt, updated_at AS updatedAt';
 
@@ -39,7 +47,7 @@ export function orderRepository(
           movePet(petId, check(petState(petId)));
           const at = timestamp();
           const created = insert.get(petId, at, at) as Order;
-          outbox.emit('order.placed', created);
+          outbox.emit(ORDER_EVENTS.placed, created);
           return { id: created.id, created };
         },
       ),
@@ -51,7 +59,7 @@ export function orderRepository(
     if (change === undefined) return current;
     movePet(current.petId, change.petStatus);
     const changed = setStatus.get(change.status, timestamp(), id) as Order;
-    outbox.emit(`order.${change.status}`, changed);
+    outbox.emit(ORDER_EVENTS[change.status], changed);
     return changed;
   });
 
