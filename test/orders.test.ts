@@ -8,7 +8,7 @@ function place(api: TestApi, petId: unknown, headers: Record<string, string> = {
     method: 'POST',
     url: '/v1/store/orders',
     headers: { ...api.auth, ...headers },
-    payload: { petId } as object,
+    payload: { petId },
   });
 }
 

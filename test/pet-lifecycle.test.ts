@@ -252,7 +252,7 @@ t.test('listPets ?id= fetches given pets, with status, paged, in id order', asyn
   t.match(next, `id=${a}%2C${c}`, 'the next link keeps the ids');
   t.same((await api.request({ method: 'GET', url: next, headers: api.auth })).json(), [pets[2]]);
   const tooMany = Array.from({ length: 101 }, (_, i) => i + 1).join(',');
-  for (const [query, why] of <[string, string][]>[
+  for (const [query, why] of [
     [`id=${tooMany}`, 'more than 100 ids'],
     ['id=1,,2', 'an empty item'],
     ['id=1,x', 'an item that is not a number'],
@@ -260,7 +260,7 @@ t.test('listPets ?id= fetches given pets, with status, paged, in id order', asyn
     ['id=0', 'an id below 1'],
     ['id=', 'nothing'],
     ['id=1&id=2', 'the parameter twice'],
-  ]) {
+  ] as [string, string][]) {
     const refused = await api.request({ method: 'GET', url: `/v1/pets?${query}`, headers: api.auth });
     t.equal(refused.statusCode, 400, why);
   }
