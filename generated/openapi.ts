@@ -138,10 +138,416 @@ export interface paths {
         patch: operations["updateOrder"];
         trace?: never;
     };
+    "/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description The endpoints of the account whose key sends the request, in ascending `id` order. Their
+         *     signing secrets are never shown again.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Subscribe an endpoint
+         * @description Subscribes `url` to the `events` listed. The answer carries the endpoint's signing secret
+         *     in `secret` (`whsec_` and base64): it is shown this once, so keep it. Only `http` and
+         *     `https` URLs are taken, and by default none whose host is, or resolves to, a loopback,
+         *     private, link-local, shared (CGNAT), multicast or unspecified address: such a URL is a
+         *     `400` `webhook_url_refused` that says why (`WEBHOOK_ALLOWED_NETWORKS` allows named
+         *     networks, for tests and private deployments).
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a webhook endpoint
+         * @description The endpoint, if it belongs to the account of the key: another account's is a `404`, as is
+         *     one that does not exist. Its secret is not shown.
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Unsubscribe an endpoint
+         * @description The endpoint is removed; nothing more is sent to it, pending deliveries included.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+         *     (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
+         *     or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
+         *     checked as at creation.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event
+         * @description Queues a `webhook.test` event for this endpoint alone, delivered, signed and retried like
+         *     any other. An endpoint that is disabled is a `409` `webhook_disabled`: enable it first.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookId}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing secret
+         * @description Issues a new signing secret, shown this once in `secret`. For a grace period
+         *     (`WEBHOOK_SECRET_GRACE`, default 24 hours) every message is signed with both the new and
+         *     the previous secret (`webhook-signature` lists both), so the receiver can switch to the new
+         *     one at its own pace; after it, with the new one only.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List recent delivery attempts
+         * @description The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
+         *     event's id and type, the attempt's number, the response status or the error, how long it
+         *     took, and when the next attempt is due, if any. Attempts are kept for
+         *     `WEBHOOK_RETENTION` (default 7 days).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "pet.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An animal was added
+         * @description `data` is the animal as added (`POST /pets`).
+         */
+        post: operations["petCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "pet.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An animal changed
+         * @description `data` is the animal after the change: `PATCH /pets/{petId}`, or an order moving its status.
+         */
+        post: operations["petUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "pet.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An animal was removed
+         * @description `data` is the animal as it was when removed (`DELETE /pets/{petId}`).
+         */
+        post: operations["petDeletedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.placed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An order was placed
+         * @description `data` is the order as placed; a `pet.updated` for its animal (now `pending`) comes with it.
+         */
+        post: operations["orderPlacedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An order was completed
+         * @description `data` is the order after the change; a `pet.updated` for its animal (now `sold`) comes with it.
+         */
+        post: operations["orderCompletedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An order was cancelled
+         * @description `data` is the order after the change; a `pet.updated` for its animal (now `available`) comes with it.
+         */
+        post: operations["orderCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test event
+         * @description Sent by `POST /webhooks/{webhookId}/test`, to this endpoint alone.
+         */
+        post: operations["webhookTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
+        /**
+         * @description The kinds of event an endpoint can subscribe to (`webhooks` lists each payload).
+         * @enum {string}
+         */
+        EventType: "pet.created" | "pet.updated" | "pet.deleted" | "order.placed" | "order.completed" | "order.cancelled" | "webhook.test";
+        /** @description A change of an animal (Standard Webhooks payload). */
+        PetEvent: {
+            /** @enum {string} */
+            type: "pet.created" | "pet.updated" | "pet.deleted";
+            /**
+             * Format: date-time
+             * @description When the change was committed (UTC, milliseconds).
+             */
+            timestamp: string;
+            data: components["schemas"]["Pet"];
+        };
+        /** @description A change of an order (Standard Webhooks payload). */
+        OrderEvent: {
+            /** @enum {string} */
+            type: "order.placed" | "order.completed" | "order.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change was committed (UTC, milliseconds).
+             */
+            timestamp: string;
+            data: components["schemas"]["Order"];
+        };
+        /** @description A test event, asked for with `POST /webhooks/{webhookId}/test`. */
+        WebhookTestEvent: {
+            /** @enum {string} */
+            type: "webhook.test";
+            /**
+             * Format: date-time
+             * @description When the test was asked for (UTC, milliseconds).
+             */
+            timestamp: string;
+            data: {
+                /** Format: int64 */
+                webhookId: number;
+            };
+        };
+        /**
+         * Format: uri
+         * @description Where events are POSTed: an absolute `http` or `https` URL, at most 2,000 characters, whose
+         *     host is not (and does not resolve to) an address the server refuses (`createWebhook`).
+         * @example https://hooks.example.com/petstore
+         */
+        WebhookUrl: string;
+        /** @description The event types the endpoint receives, each once. */
+        WebhookEvents: components["schemas"]["EventType"][];
+        /** @description An endpoint to subscribe. */
+        NewWebhookEndpoint: {
+            url: components["schemas"]["WebhookUrl"];
+            events: components["schemas"]["WebhookEvents"];
+        };
+        /** @description A JSON merge patch of an endpoint (RFC 7396); at least one field. */
+        WebhookEndpointPatch: {
+            url?: components["schemas"]["WebhookUrl"];
+            events?: components["schemas"]["WebhookEvents"];
+            enabled?: boolean;
+        };
+        /** @description An endpoint subscribed to events. Its secret is shown only when issued. */
+        WebhookEndpoint: {
+            /**
+             * Format: int64
+             * @description Assigned by the service; positive and never reused.
+             */
+            id: number;
+            url: components["schemas"]["WebhookUrl"];
+            events: components["schemas"]["WebhookEvents"];
+            /** @description False while nothing is sent to it (see `disabledReason`). */
+            enabled: boolean;
+            /**
+             * @description Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
+             *     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
+             *     disabled with `PATCH`.
+             */
+            disabledReason?: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /**
+             * Format: date-time
+             * @description When the secret was last rotated; the previous one signs too until `previousSecretExpiresAt`.
+             */
+            secretRotatedAt?: string;
+            /**
+             * Format: date-time
+             * @description Until when messages are also signed with the previous secret.
+             */
+            previousSecretExpiresAt?: string;
+        };
+        /** @description An endpoint with its signing secret, as created or rotated. The secret is shown this once. */
+        WebhookEndpointWithSecret: {
+            id: components["schemas"]["WebhookEndpoint"]["id"];
+            url: components["schemas"]["WebhookEndpoint"]["url"];
+            events: components["schemas"]["WebhookEndpoint"]["events"];
+            enabled: components["schemas"]["WebhookEndpoint"]["enabled"];
+            disabledReason?: components["schemas"]["WebhookEndpoint"]["disabledReason"];
+            createdAt: components["schemas"]["WebhookEndpoint"]["createdAt"];
+            updatedAt: components["schemas"]["WebhookEndpoint"]["updatedAt"];
+            secretRotatedAt?: components["schemas"]["WebhookEndpoint"]["secretRotatedAt"];
+            previousSecretExpiresAt?: components["schemas"]["WebhookEndpoint"]["previousSecretExpiresAt"];
+            /** @description `whsec_` and the base64 of 24 random bytes: the key of the HMAC (Standard Webhooks). */
+            secret: string;
+        };
+        /** @description An account's endpoints in ascending `id` order. */
+        WebhookEndpoints: components["schemas"]["WebhookEndpoint"][];
+        /** @description An event queued for delivery. */
+        WebhookEventQueued: {
+            /** @description Its `webhook-id`. */
+            eventId: string;
+        };
+        /** @description One attempt to deliver an event to the endpoint. */
+        WebhookDelivery: {
+            /** @description The event's id (its `webhook-id`). */
+            eventId: string;
+            eventType: components["schemas"]["EventType"];
+            /** @description 1 for the first attempt, 2 for the first retry, ... */
+            attempt: number;
+            /** Format: date-time */
+            attemptedAt: string;
+            /** @description The endpoint's HTTP status; absent when it did not answer. */
+            responseStatus?: number;
+            /** @description Why the attempt failed without an answer (refused address, timeout, connection error). */
+            error?: string;
+            durationMs: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; absent when this one succeeded or was the last.
+             */
+            nextAttemptAt?: string;
+        };
+        /** @description Delivery attempts, newest first. */
+        WebhookDeliveries: components["schemas"]["WebhookDelivery"][];
         /**
          * @description Availability of an animal. `x-transitions` lists, for each status, the statuses an animal
          *     in it may move to; the server enforces exactly these.
@@ -256,18 +662,69 @@ export interface components {
             status: number;
         };
         /**
-         * @description The codes `Error.code` takes in this version: `invalid_request` and `malformed_json` (400),
-         *     `unauthorized` (401), `insufficient_scope` (403), `not_found` (404), `method_not_allowed` (405), `request_timeout`
-         *     (408), `invalid_transition`, `pet_on_order` and `pet_not_available` (409),
+         * @description The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
+         *     `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
+         *     (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
+         *     `pet_on_order`, `pet_not_available` and `webhook_disabled` (409),
          *     `precondition_failed` (412), `payload_too_large` (413), `unsupported_media_type` (415),
          *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429),
          *     `internal_error` (500), `service_unavailable` (503). New codes come in minor versions
          *     (docs/errors.md).
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope";
+        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope" | "webhook_url_refused" | "webhook_disabled";
     };
     responses: {
+        /** @description This account has no endpoint with this id (another account's endpoint is not found either). */
+        WebhookNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A parameter or the body is invalid (`invalid_request`, `malformed_json`), or the URL is one
+         *     the server must not send to (`webhook_url_refused`; the message says why).
+         */
+        WebhookBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The endpoint is disabled; enable it (`PATCH`, `enabled`) first. */
+        WebhookDisabled: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Any `2xx` acknowledges the event. Anything else (a `3xx`, which is never followed, a `4xx`,
+         *     a `5xx`, no answer within `WEBHOOK_TIMEOUT`) is retried on the schedule in docs/events.md;
+         *     `Retry-After` is honoured on a `429` or a `503`.
+         */
+        EventAccepted: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description `410 Gone` disables the endpoint: nothing more is sent until it is enabled again. */
+        EventEndpointGone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /**
          * @description A parameter or the body is invalid, or a query parameter is not one the operation declares
          *     (the message names it); or the body is not valid JSON.
@@ -452,6 +909,21 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The endpoint's id, a canonical positive decimal integer.
+         * @example 1
+         */
+        WebhookEndpointId: number;
+        /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+        WebhookIdHeader: string;
+        /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+        WebhookTimestampHeader: string;
+        /**
+         * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+         *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+         *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+         */
+        WebhookSignatureHeader: string;
         /**
          * @description Page size, from 1 to 100. Outside that range is a 400 (never clamped).
          * @example 20
@@ -1098,6 +1570,521 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints of this account. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoints"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWebhookEndpoint"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its signing secret (shown this once). */
+            201: {
+                headers: {
+                    /** @description Path of the new endpoint. */
+                    Location: string;
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            400: components["responses"]["WebhookBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint was removed. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["WebhookEndpointPatch"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as it is now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["WebhookBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event is queued; its id is the `webhook-id` it will be delivered with. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEventQueued"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["WebhookDisabled"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, with its new signing secret (shown this once). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size, from 1 to 100. Outside that range is a 400 (never clamped).
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The endpoint's id, a canonical positive decimal integer.
+                 * @example 1
+                 */
+                webhookId: components["parameters"]["WebhookEndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recent attempts, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveries"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    petCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PetEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    petUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PetEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    petDeletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PetEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    orderPlacedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrderEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    orderCompletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrderEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    orderCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrderEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
+        };
+    };
+    webhookTestEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id: the same on every attempt to deliver it, so a receiver deduplicates by it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description When this attempt was sent, in seconds since the Unix epoch; signed with the body. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated signatures, each `v1,` and the base64 HMAC-SHA256 of
+                 *     `{webhook-id}.{webhook-timestamp}.{body}` keyed by the secret's decoded bytes (Standard
+                 *     Webhooks). Two while a rotated secret's grace period lasts: one per secret.
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EventAccepted"];
+            410: components["responses"]["EventEndpointGone"];
         };
     };
 }

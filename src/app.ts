@@ -39,6 +39,8 @@ import {
   type RateLimitSettings,
 } from './settings.js';
 import type { Storage } from './storage/types.js';
+import { Dispatcher } from './events/dispatcher.js';
+import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
 export const BODY_LIMIT = 16 * 1024;
@@ -72,6 +74,8 @@ export interface AppOptions {
   metrics?: Metrics | undefined;
   /** The clock keys expire by (Unix milliseconds). */
   now?: () => number;
+  /** Webhook delivery: where to, how long, how often (WEBHOOK_*); see DEFAULT_WEBHOOKS. */
+  webhooks?: WebhookSettings;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -158,6 +162,7 @@ export async function buildApp({
   trustProxy = false,
   https,
   now = Date.now,
+  webhooks = DEFAULT_WEBHOOKS,
 }: AppOptions): Promise<FastifyInstance> {
   const [incomplete] = incompleteDeprecations(contract.operations);
   if (incomplete !== undefined) throw new Error(incomplete);
@@ -238,7 +243,12 @@ export async function buildApp({
   await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contract, publicUrl });
 
-  const handlers = serviceHandlers(storage, contract);
+  const handlers = serviceHandlers(storage, contract, webhooks);
+  const dispatcher = new Dispatcher(storage.deliveries, webhooks, metrics?.deliveries, (error) =>
+    app.log.error({ err: error }, 'webhook delivery failed'),
+  );
+  app.addHook('onReady', async () => dispatcher.start());
+  app.addHook('onClose', async () => dispatcher.stop());
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OVERLOAD, DEFAULT_RATE_LIMITS } from './settings.js';
 import type { ConnectionLimits, OverloadSettings, RateLimitSettings } from './settings.js';
 import type { DatabaseConfig } from './storage/index.js';
+import { type WebhookSettings, webhookSettingsFrom } from './events/settings.js';
 import type { SynchronousMode } from './storage/sqlite/index.js';
 
 export interface Config {
@@ -23,6 +24,8 @@ export interface Config {
   tls: { certFile: string; keyFile: string } | undefined;
   /** Where Prometheus metrics are served; undefined when `METRICS_PORT=off`. */
   metrics: { host: string; port: number } | undefined;
+  /** Webhook delivery (WEBHOOK_*). */
+  webhooks: WebhookSettings;
 }
 
 // Not OFF: a power loss could then corrupt the database, against the durability the README promises.
@@ -217,6 +220,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
     redisUrl: redisUrlFrom(env.REDIS_URL),
     metrics: metricsFrom(env),
+    webhooks: webhookSettingsFrom(env),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     tls: tlsFrom(env),
     overload: {

@@ -47,6 +47,7 @@ async function main(): Promise<void> {
     overload: config.overload,
     trustProxy: config.trustProxy,
     https,
+    webhooks: config.webhooks,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 

@@ -6,6 +6,7 @@ import { checkBreaking } from './breaking.js';
 import { checkChangelog } from './changelog.js';
 import { type Drift, files } from './drift.js';
 import { checkGenerated } from './generated.js';
+import { checkEvents } from './events.js';
 import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
 import { checkDeprecations, checkScopes } from './operations.js';
@@ -66,6 +67,7 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
       attempt('breaking', () => checkBreaking(root, contract)),
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
+      attempt('events', () => checkEvents(root, contract)),
       attempt('changelog', () => checkChangelog(root)),
       ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),
       ...(responseLog === undefined ? [] : [attempt('responses', () => responsesCheck(root, contract, responseLog))]),

@@ -1,3 +1,4 @@
+import { DeliveryMetrics } from '../events/metrics.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { CounterFamily, type CounterSeries, HistogramFamily } from './series.js';
 import type { PoolStats } from '../storage/types.js';
@@ -20,6 +21,7 @@ const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
  */
 export class Metrics {
   readonly registry = new Registry();
+  readonly deliveries = new DeliveryMetrics(this.registry);
 
   // The metrics counted on every request or storage call are counted in plain numbers (series.ts).
   readonly requests = new CounterFamily({

@@ -62,6 +62,9 @@ export function instrumentStorage(storage: Storage, metrics: Metrics): Storage {
     pets: instrumentRepository(storage.pets, 'pets', metrics),
     orders: instrumentRepository(storage.orders, 'orders', metrics),
     accounts: instrumentRepository(storage.accounts, 'accounts', metrics),
+    webhooks: instrumentRepository(storage.webhooks, 'webhooks', metrics),
+    // The worker's own metrics cover deliveries (src/events/metrics.ts).
+    deliveries: storage.deliveries,
     migrationsApplied: storage.migrationsApplied,
     ping: () => storage.ping(),
     close: () => storage.close(),

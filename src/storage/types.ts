@@ -1,4 +1,5 @@
 import type { components } from '../../generated/openapi.js';
+import type { EventType, WebhookDelivery, WebhookEndpoint } from '../events/types.js';
 
 export type Pet = components['schemas']['Pet'];
 export type PetStatus = components['schemas']['PetStatus'];
@@ -83,6 +84,13 @@ export interface OrderChange {
   petStatus: PetStatus;
 }
 
+/** The event each order status is announced with. */
+export const ORDER_EVENTS = {
+  placed: 'order.placed',
+  completed: 'order.completed',
+  cancelled: 'order.cancelled',
+} as const satisfies Record<OrderStatus, EventType>;
+
 /** The store's orders. Each change moves the order's pet in the same transaction. */
 export interface OrderRepository {
   list(query: PageQuery<OrderStatus>): Promise<Page<Order>>;
@@ -148,10 +156,94 @@ export interface AccountRepository {
   findPrincipal(hash: Buffer): Promise<Principal | undefined>;
 }
 
+/** An endpoint's subscription, as created or patched. */
+export interface WebhookFields {
+  url: string;
+  events: EventType[];
+}
+
+export interface WebhookPatch extends Partial<WebhookFields> {
+  enabled?: boolean;
+}
+
+/** A signing secret issued to an endpoint, and until when the one it replaces still signs. */
+export interface SecretRotation {
+  secret: string;
+  previousExpiresAt: number;
+}
+
+/** Webhook endpoints, each owned by an account: another account's is never found. */
+export interface WebhookRepository {
+  list(accountId: number): Promise<WebhookEndpoint[]>;
+  get(accountId: number, id: number): Promise<WebhookEndpoint | undefined>;
+  create(accountId: number, fields: WebhookFields, secret: string): Promise<WebhookEndpoint>;
+  update(accountId: number, id: number, patch: WebhookPatch): Promise<WebhookEndpoint | undefined>;
+  remove(accountId: number, id: number): Promise<boolean>;
+  rotateSecret(accountId: number, id: number, rotation: SecretRotation): Promise<WebhookEndpoint | undefined>;
+  /** Queues a `webhook.test` for this endpoint alone: its event id, or why not. */
+  sendTest(accountId: number, id: number): Promise<{ eventId: number } | 'disabled' | undefined>;
+  /** The most recent attempts, newest first; undefined when there is no such endpoint. */
+  attempts(accountId: number, id: number, limit: number): Promise<WebhookDelivery[] | undefined>;
+}
+
+/** A message claimed for one attempt, under a lease: no other instance sends it until the lease ends. */
+export interface ClaimedDelivery {
+  id: number;
+  /** This attempt's number: 1 for the first. */
+  attempt: number;
+  eventId: number;
+  eventType: EventType;
+  body: string;
+  /** When the change was committed (Unix milliseconds). */
+  committedAt: number;
+  endpointId: number;
+  url: string;
+  /** The endpoint's secret, and the previous one while its grace lasts. */
+  secrets: string[];
+  /** Since when every attempt to this endpoint failed; undefined after a success. */
+  failingSince: number | undefined;
+}
+
+/** What became of an attempt, as the worker decided (src/events/dispatcher.ts). */
+export interface AttemptOutcome {
+  delivery: ClaimedDelivery;
+  attemptedAt: number;
+  durationMs: number;
+  responseStatus?: number | undefined;
+  error?: string | undefined;
+  /** delivered, dead (no attempt left), or the time of the next attempt. */
+  next: 'delivered' | 'dead' | number;
+  /** Set when the endpoint must be disabled, with why. */
+  disable?: string | undefined;
+}
+
+/** The outbox's messages to deliver, claimed by the workers of every instance. */
+export interface DeliveryQueue {
+  /** Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`. */
+  claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /** Records an attempt; ignored when the lease was lost to another instance meanwhile. */
+  settle(outcome: AttemptOutcome): Promise<void>;
+  /** Gives claimed messages back, unattempted (a shutdown). */
+  release(ids: readonly number[]): Promise<void>;
+  /** When the next pending message is due, if any. */
+  nextDueAt(): Promise<number | undefined>;
+  /** Messages not yet delivered (nor dead), and when the oldest of them was committed. */
+  backlog(): Promise<{ pending: number; oldestCommittedAt: number | undefined }>;
+  /** Removes delivered and dead messages, and attempts, older than `before`; returns how many messages. */
+  prune(before: number): Promise<number>;
+  /**
+   * Calls `listener` when events may have been committed, by this instance or (PostgreSQL) another.
+   * Returns a function that stops listening.
+   */
+  onCommit(listener: () => void): () => void;
+}
+
 export interface Storage {
   pets: PetRepository;
   orders: OrderRepository;
   accounts: AccountRepository;
+  webhooks: WebhookRepository;
+  deliveries: DeliveryQueue;
   /** How many migrations opening it applied (0: the schema was up to date). */
   migrationsApplied: number;
   /** Throws when the database cannot be used. */

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fasti
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
 import { buildApp } from '../../src/app.js';
+import type { WebhookSettings } from '../../src/events/settings.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { redisClient } from '../../src/redis.js';
 import { Metrics } from '../../src/metrics/registry.js';
@@ -75,6 +76,8 @@ export interface StartOptions {
   overload?: OverloadSettings;
   /** fastify's trustProxy, as TRUST_PROXY gives it. */
   trustProxy?: boolean | string;
+  /** Webhook delivery settings, as the WEBHOOK_* variables give them (default: the server's defaults). */
+  webhooks?: WebhookSettings;
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -96,6 +99,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     logger: options.logger ?? false,
     ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
     ...(options.connections === undefined ? {} : { connections: options.connections }),
+    ...(options.webhooks === undefined ? {} : { webhooks: options.webhooks }),
   });
   t.teardown(async () => {
     await app.close();

@@ -7,6 +7,7 @@ import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
 import { firstRow } from './queries.js';
+import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
 
 export interface PostgresOptions {
   /** A `postgres://` URL, as node-postgres takes it (`sslmode` and all). */
@@ -53,11 +54,15 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const now = options.now ?? Date.now;
   const claims = new Claims(pool, now);
   await claims.purge();
+  const outbox = new Outbox(now);
+  const deliveries = deliveryQueue(pool, options.connectionString, now);
 
   return {
-    pets: petRepository(pool, claims),
-    orders: orderRepository(pool, claims, now),
+    pets: petRepository(pool, claims, outbox),
+    orders: orderRepository(pool, claims, outbox, now),
     accounts: accountRepository(pool),
+    webhooks: webhookRepository(pool, outbox, now),
+    deliveries,
     migrationsApplied,
     // Ready means writable: a replica, or a primary being demoted, is not.
     ping: async () => {

@@ -1,8 +1,9 @@
 import type { Pool } from 'pg';
 import type { Claims } from './idempotency.js';
+import type { Outbox } from './webhooks.js';
 import { lockPet, setPetStatus } from './pets.js';
 import { firstRow, onlyRow, rows, TIMESTAMP, transaction } from './queries.js';
-import type { Order, OrderRepository } from '../types.js';
+import { type Order, ORDER_EVENTS, type OrderRepository } from '../types.js';
 
 const ORDER_COLUMNS = `id, pet_id AS "petId", status, ${TIMESTAMP('placed_at')} AS "placedAt",
   ${TIMESTAMP('updated_at')} AS "updatedAt"`;
@@ -17,7 +18,7 @@ const ORDER_SQL = {
     RETURNING ${ORDER_COLUMNS}`,
 };
 
-export function orderRepository(pool: Pool, claims: Claims, now: () => number): OrderRepository {
+export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now: () => number): OrderRepository {
   const byId = (id: number) => firstRow<Order>(pool, { name: 'orders-by-id', text: ORDER_SQL.byId, values: [id] });
 
   return {
@@ -34,12 +35,13 @@ export function orderRepository(pool: Pool, claims: Claims, now: () => number): 
     // The pet's row is locked first: two orders for it, on any instances, are decided one after the other.
     place: async (petId, check, claim) =>
       claims.claimed(claim, byId, async (client) => {
-        await setPetStatus(client, petId, check(await lockPet(client, petId)));
+        await setPetStatus(client, outbox, petId, check(await lockPet(client, petId)));
         const created = await onlyRow<Order>(client, {
           name: 'orders-insert',
           text: ORDER_SQL.insert,
           values: [petId, now()],
         });
+        await outbox.emit(client, ORDER_EVENTS.placed, created);
         return { id: created.id, created };
       }),
     update: async (id, decide) =>
@@ -48,12 +50,14 @@ export function orderRepository(pool: Pool, claims: Claims, now: () => number): 
         if (current === undefined) return undefined;
         const change = decide(current);
         if (change === undefined) return current;
-        await setPetStatus(client, current.petId, change.petStatus);
-        return onlyRow<Order>(client, {
+        await setPetStatus(client, outbox, current.petId, change.petStatus);
+        const changed = await onlyRow<Order>(client, {
           name: 'orders-set-status',
           text: ORDER_SQL.setStatus,
           values: [change.status, now(), id],
         });
+        await outbox.emit(client, ORDER_EVENTS[change.status], changed);
+        return changed;
       }),
   };
 }

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Claims } from './idempotency.js';
+import type { Outbox } from './webhooks.js';
 import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
 
@@ -20,7 +21,7 @@ const PET_SQL = {
   placedOrder: `SELECT id FROM orders WHERE pet_id = $1 AND status = 'placed'`,
   change: `UPDATE pets SET name = coalesce($1, name), category_id = coalesce($2, category_id),
     status = coalesce($3, status), version = version + 1 WHERE id = $4 RETURNING ${PET_COLUMNS}, version`,
-  setStatus: 'UPDATE pets SET status = $1, version = version + 1 WHERE id = $2',
+  setStatus: `UPDATE pets SET status = $1, version = version + 1 WHERE id = $2 RETURNING ${PET_COLUMNS}`,
 };
 
 type PetRow = Pet & { version: number };
@@ -44,9 +45,10 @@ export async function lockPet(client: PoolClient, id: number): Promise<PetState 
   return { ...versioned(row), placedOrderId: order?.id };
 }
 
-/** Moves a pet to a status, as an order's change does. */
-export async function setPetStatus(client: PoolClient, id: number, status: PetStatus): Promise<void> {
-  await rows(client, { name: 'pets-set-status', text: PET_SQL.setStatus, values: [status, id] });
+/** Moves a pet to a status, as an order's change does, and says so in the outbox. */
+export async function setPetStatus(client: PoolClient, outbox: Outbox, id: number, status: PetStatus): Promise<void> {
+  const moved = await firstRow<Pet>(client, { name: 'pets-set-status', text: PET_SQL.setStatus, values: [status, id] });
+  if (moved !== undefined) await outbox.emit(client, 'pet.updated', moved);
 }
 
 async function getPet(db: Queryable, id: number): Promise<VersionedPet | undefined> {
@@ -54,7 +56,7 @@ async function getPet(db: Queryable, id: number): Promise<VersionedPet | undefin
   return row === undefined ? undefined : versioned(row);
 }
 
-export function petRepository(pool: Pool, claims: Claims): PetRepository {
+export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRepository {
   // limit + 1 rows tell whether another page follows without a second query.
   const list = (afterId: number, limit: number, status: string | undefined, ids: readonly number[] | undefined) => {
     if (ids === undefined) {
@@ -66,14 +68,15 @@ export function petRepository(pool: Pool, claims: Claims): PetRepository {
       ? { name: 'pets-list-ids', text: PET_SQL.listByIds, values: [ids, afterId, limit + 1] }
       : { name: 'pets-list-ids-status', text: PET_SQL.listByIdsAndStatus, values: [ids, status, afterId, limit + 1] };
   };
-  const insert = async (db: Queryable, pet: NewPetRecord) => {
+  const insert = async (client: PoolClient, pet: NewPetRecord) => {
     const created = versioned(
-      await onlyRow<PetRow>(db, {
+      await onlyRow<PetRow>(client, {
         name: 'pets-insert',
         text: PET_SQL.insert,
         values: [pet.name, pet.categoryId, pet.status],
       }),
     );
+    await outbox.emit(client, 'pet.created', created.pet);
     return { id: created.pet.id, created };
   };
 
@@ -83,14 +86,13 @@ export function petRepository(pool: Pool, claims: Claims): PetRepository {
       const hasMore = found.length > limit;
       return { items: hasMore ? found.slice(0, limit) : found, hasMore };
     },
+    // With or without a claim, the insert and its event are one transaction.
     create: async (pet, claim) =>
-      claim === undefined
-        ? { outcome: 'created', created: (await insert(pool, pet)).created }
-        : claims.claimed(
-            claim,
-            (id) => getPet(pool, id),
-            (client) => insert(client, pet),
-          ),
+      claims.claimed(
+        claim,
+        (id) => getPet(pool, id),
+        (client) => insert(client, pet),
+      ),
     get: async (id) => getPet(pool, id),
     update: async (id, decide) =>
       transaction(pool, async (client) => {
@@ -98,12 +100,15 @@ export function petRepository(pool: Pool, claims: Claims): PetRepository {
         if (current === undefined) return undefined;
         const fields = decide(current);
         if (fields === undefined) return { pet: current.pet, version: current.version };
-        const row = await onlyRow<PetRow>(client, {
-          name: 'pets-change',
-          text: PET_SQL.change,
-          values: [fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id],
-        });
-        return versioned(row);
+        const changed = versioned(
+          await onlyRow<PetRow>(client, {
+            name: 'pets-change',
+            text: PET_SQL.change,
+            values: [fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id],
+          }),
+        );
+        await outbox.emit(client, 'pet.updated', changed.pet);
+        return changed;
       }),
     remove: async (id, check) =>
       transaction(pool, async (client) => {
@@ -111,6 +116,7 @@ export function petRepository(pool: Pool, claims: Claims): PetRepository {
         if (current === undefined) return false;
         check(current);
         await rows(client, { text: 'DELETE FROM pets WHERE id = $1', values: [id] });
+        await outbox.emit(client, 'pet.deleted', current.pet);
         return true;
       }),
     createMany: async (pets) => {

@@ -8,6 +8,7 @@ import { Claims } from './idempotency.js';
 import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
+import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
 
 export type SynchronousMode = 'NORMAL' | 'FULL' | 'EXTRA';
 
@@ -41,11 +42,17 @@ export function openSqlite(options: SqliteOptions): Storage {
   const lock = new LockWait(db);
   const now = options.now ?? Date.now;
   const claims = new Claims(db, now);
+  const outbox = new Outbox(db, now);
 
   return {
-    pets: unavailableWhenBusy(petRepository(db, claims), lock),
-    orders: unavailableWhenBusy(orderRepository(db, claims, now), lock),
+    pets: unavailableWhenBusy(petRepository(db, claims, outbox), lock),
+    orders: unavailableWhenBusy(orderRepository(db, claims, outbox, now), lock),
     accounts: unavailableWhenBusy(accountRepository(db), lock),
+    webhooks: unavailableWhenBusy(webhookRepository(db, outbox, now), lock),
+    deliveries: {
+      ...unavailableWhenBusy(deliveryQueue(db, outbox, now), lock),
+      onCommit: outbox.onCommit.bind(outbox),
+    },
     migrationsApplied,
     // Ready means writable: take the write lock and let go.
     ping: unavailableWhenBusy({ ping: async () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock).ping,

@@ -1,11 +1,25 @@
 import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
-import type { Order, OrderChange, OrderRepository, Decide, PetState, PetStatus } from '../types.js';
+import type { Outbox } from './webhooks.js';
+import {
+  type Order,
+  type OrderChange,
+  type OrderRepository,
+  type Decide,
+  ORDER_EVENTS,
+  type PetState,
+  type PetStatus,
+} from '../types.js';
 
 const ORDER_COLUMNS = 'id, pet_id AS petId, status, placed_at AS placedAt, updated_at AS updatedAt';
 
-export function orderRepository(db: Database.Database, claims: Claims, now: () => number): OrderRepository {
+export function orderRepository(
+  db: Database.Database,
+  claims: Claims,
+  outbox: Outbox,
+  now: () => number,
+): OrderRepository {
   const list = {
     all: db.prepare<[number, number], Order>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id > ? ORDER BY id LIMIT ?`),
     byStatus: db.prepare<[string, number, number], Order>(
@@ -20,7 +34,7 @@ export function orderRepository(db: Database.Database, claims: Claims, now: () =
     `UPDATE orders SET status = ?, updated_at = ? WHERE id = ? RETURNING ${ORDER_COLUMNS}`,
   );
   const petState = petStates(db);
-  const movePet = petStatusSetter(db);
+  const movePet = petStatusSetter(db, outbox);
   const timestamp = () => new Date(now()).toISOString();
 
   // IMMEDIATE transactions: the pet is read under the write lock, so two orders cannot both find it available.
@@ -33,6 +47,7 @@ export function orderRepository(db: Database.Database, claims: Claims, now: () =
           movePet(petId, check(petState(petId)));
           const at = timestamp();
           const created = insert.get(petId, at, at) as Order;
+          outbox.emit(ORDER_EVENTS.placed, created);
           return { id: created.id, created };
         },
       ),
@@ -43,7 +58,9 @@ export function orderRepository(db: Database.Database, claims: Claims, now: () =
     const change = decide(current);
     if (change === undefined) return current;
     movePet(current.petId, change.petStatus);
-    return setStatus.get(change.status, timestamp(), id);
+    const changed = setStatus.get(change.status, timestamp(), id) as Order;
+    outbox.emit(ORDER_EVENTS[change.status], changed);
+    return changed;
   });
 
   return {

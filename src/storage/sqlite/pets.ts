@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
+import type { Outbox } from './webhooks.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
@@ -22,13 +23,18 @@ export function petStates(db: Database.Database): (id: number) => PetState | und
   };
 }
 
-/** Moves a pet to a status, as an order's change does. */
-export function petStatusSetter(db: Database.Database): (id: number, status: Pet['status']) => void {
-  const update = db.prepare<[string, number]>('UPDATE pets SET status = ?, version = version + 1 WHERE id = ?');
-  return (id, status) => void update.run(status, id);
+/** Moves a pet to a status, as an order's change does, and says so in the outbox. */
+export function petStatusSetter(db: Database.Database, outbox: Outbox): (id: number, status: Pet['status']) => void {
+  const update = db.prepare<[string, number], Pet>(
+    `UPDATE pets SET status = ?, version = version + 1 WHERE id = ? RETURNING ${PET_COLUMNS}`,
+  );
+  return (id, status) => {
+    const moved = update.get(status, id);
+    if (moved !== undefined) outbox.emit('pet.updated', moved);
+  };
 }
 
-export function petRepository(db: Database.Database, claims: Claims): PetRepository {
+export function petRepository(db: Database.Database, claims: Claims, outbox: Outbox): PetRepository {
   // limit + 1 rows tell whether another page follows without a second query. A list of ids is
   // bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
@@ -61,8 +67,11 @@ export function petRepository(db: Database.Database, claims: Claims): PetReposit
   };
   const create = (pet: NewPetRecord) => {
     const created = versioned(insert.get(pet.name, pet.categoryId, pet.status) as PetRow);
+    outbox.emit('pet.created', created.pet);
     return { id: created.pet.id, created };
   };
+  // Without a claim, a create is still one transaction with its event.
+  const createUnclaimed = db.transaction((pet: NewPetRecord) => create(pet).created);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
   const createClaimed = db.transaction((pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),
@@ -72,14 +81,18 @@ export function petRepository(db: Database.Database, claims: Claims): PetReposit
     if (current === undefined) return undefined;
     const fields: PetFields | undefined = decide(current);
     if (fields === undefined) return current;
-    const row = change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetRow;
-    return versioned(row);
+    const changed = versioned(
+      change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetRow,
+    );
+    outbox.emit('pet.updated', changed.pet);
+    return changed;
   });
   const removeChecked = db.transaction((id: number, check: (current: PetState) => void) => {
     const current = stateOf(id);
     if (current === undefined) return false;
     check(current);
     remove.run(id);
+    outbox.emit('pet.deleted', current.pet);
     return true;
   });
   const insertMany = db.transaction((pets: Iterable<NewPetRecord>) => {
@@ -105,7 +118,9 @@ export function petRepository(db: Database.Database, claims: Claims): PetReposit
       return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
     },
     create: async (pet, claim) =>
-      claim === undefined ? { outcome: 'created', created: create(pet).created } : createClaimed.immediate(pet, claim),
+      claim === undefined
+        ? { outcome: 'created', created: createUnclaimed.immediate(pet) }
+        : createClaimed.immediate(pet, claim),
     get: async (id) => get(id),
     update: async (id, decide) => {
       const updated = update.immediate(id, decide);

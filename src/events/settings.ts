@@ -1,0 +1,84 @@
+import { type Network, parseNetworks } from './address-guard.js';
+
+export interface WebhookSettings {
+  /** How long an attempt may take before it fails (WEBHOOK_TIMEOUT). */
+  timeoutMs: number;
+  /** The delay before each attempt, the first included (WEBHOOK_RETRY_SCHEDULE). */
+  retrySchedule: readonly number[];
+  /** Networks deliveries may reach although the guard refuses them by default (WEBHOOK_ALLOWED_NETWORKS). */
+  allowedNetworks: readonly Network[];
+  /** How long a rotated secret still signs (WEBHOOK_SECRET_GRACE). */
+  secretGraceMs: number;
+  /** An endpoint whose every attempt failed for this long is disabled (WEBHOOK_DISABLE_AFTER). */
+  disableAfterMs: number;
+  /** Delivered and dead messages, and attempts, are pruned after this (WEBHOOK_RETENTION). */
+  retentionMs: number;
+  /** Attempts in flight at once, per instance. */
+  concurrency: number;
+  /** How often due messages are looked for when nothing wakes the worker. */
+  pollMs: number;
+}
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** The Standard Webhooks schedule: immediately, then 5 s, 5 min, 30 min, 2, 5, 10, 14, 20 and 24 h. */
+export const STANDARD_RETRY_SCHEDULE = [
+  0,
+  5 * SECOND,
+  5 * MINUTE,
+  30 * MINUTE,
+  2 * HOUR,
+  5 * HOUR,
+  10 * HOUR,
+  14 * HOUR,
+  20 * HOUR,
+  DAY,
+];
+
+export const DEFAULT_WEBHOOKS: WebhookSettings = {
+  timeoutMs: 15 * SECOND,
+  retrySchedule: STANDARD_RETRY_SCHEDULE,
+  allowedNetworks: [],
+  secretGraceMs: DAY,
+  disableAfterMs: DAY,
+  retentionMs: 7 * DAY,
+  concurrency: 64,
+  pollMs: SECOND,
+};
+
+const UNITS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY };
+
+/** `250ms`, `5s`, `30m`, `2h`, `1d`; a bare number is seconds. */
+export function parseDuration(name: string, value: string): number {
+  const match = /^([0-9]{1,9})(ms|s|m|h|d)?$/.exec(value.trim());
+  if (match === null) throw new Error(`${name} must be durations such as 0, 250ms, 5s, 30m, 2h or 1d; got "${value}"`);
+  return Number(match[1]) * (UNITS[match[2] ?? 's'] ?? SECOND);
+}
+
+function durationSetting(name: string, value: string | undefined, fallback: number): number {
+  return value === undefined || value === '' ? fallback : parseDuration(name, value);
+}
+
+/** The WEBHOOK_* variables (docs/configuration.md). */
+export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
+  const schedule = env.WEBHOOK_RETRY_SCHEDULE;
+  return {
+    ...DEFAULT_WEBHOOKS,
+    timeoutMs: durationSetting('WEBHOOK_TIMEOUT', env.WEBHOOK_TIMEOUT, DEFAULT_WEBHOOKS.timeoutMs),
+    retrySchedule:
+      schedule === undefined || schedule === ''
+        ? STANDARD_RETRY_SCHEDULE
+        : schedule.split(',').map((part) => parseDuration('WEBHOOK_RETRY_SCHEDULE', part)),
+    allowedNetworks: parseNetworks(env.WEBHOOK_ALLOWED_NETWORKS ?? ''),
+    secretGraceMs: durationSetting('WEBHOOK_SECRET_GRACE', env.WEBHOOK_SECRET_GRACE, DEFAULT_WEBHOOKS.secretGraceMs),
+    disableAfterMs: durationSetting(
+      'WEBHOOK_DISABLE_AFTER',
+      env.WEBHOOK_DISABLE_AFTER,
+      DEFAULT_WEBHOOKS.disableAfterMs,
+    ),
+    retentionMs: durationSetting('WEBHOOK_RETENTION', env.WEBHOOK_RETENTION, DEFAULT_WEBHOOKS.retentionMs),
+  };
+}

@@ -1,0 +1,31 @@
+import type { components, webhooks } from '../../generated/openapi.js';
+
+/** Every kind of event the contract declares (its `webhooks`): an undeclared kind does not compile. */
+export type EventType = keyof webhooks;
+
+/** The payload the contract declares for an event kind: `{type, timestamp, data}`. */
+export type EventPayload<K extends EventType> = webhooks[K]['post']['requestBody']['content']['application/json'];
+
+/** What an event of a kind carries in `data`: the Pet or Order after the change, for instance. */
+export type EventData<K extends EventType> = EventPayload<K>['data'];
+
+export type WebhookEndpoint = components['schemas']['WebhookEndpoint'];
+export type WebhookDelivery = components['schemas']['WebhookDelivery'];
+
+/** An event as the outbox keeps it: its payload serialized once, when the change is written. */
+export interface OutboxEvent {
+  type: EventType;
+  body: string;
+  /** When the change was made (Unix milliseconds). */
+  at: number;
+}
+
+/** The one way an event is made: typed by its kind, so `data` must be what the contract says. */
+export function outboxEvent<K extends EventType>(type: K, data: EventData<K>, at: number): OutboxEvent {
+  return { type, at, body: JSON.stringify({ type, timestamp: new Date(at).toISOString(), data }) };
+}
+
+/** The `webhook-id` of the outbox's event number `id`. */
+export function eventIdOf(id: number): string {
+  return `evt_${id}`;
+}

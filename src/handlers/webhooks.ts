@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { AddressGuard, RefusedAddress } from '../events/address-guard.js';
+import type { WebhookSettings } from '../events/settings.js';
+import { eventIdOf } from '../events/types.js';
+import { ApiError } from '../errors.js';
+import type { WebhookRepository } from '../storage/types.js';
+import { principalOf } from './idempotency.js';
+import type { OperationHandlers } from './types.js';
+
+export type WebhookHandlers = Pick<
+  OperationHandlers,
+  | 'listWebhooks'
+  | 'createWebhook'
+  | 'getWebhook'
+  | 'updateWebhook'
+  | 'deleteWebhook'
+  | 'testWebhook'
+  | 'rotateWebhookSecret'
+  | 'listWebhookDeliveries'
+>;
+
+function notFound(id: number): ApiError {
+  return new ApiError(404, 'not_found', `No webhook endpoint with id ${id}`);
+}
+
+/** A signing secret as Standard Webhooks spells it: `whsec_` and the base64 of 24 random bytes. */
+function newSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
+function found<T>(value: T | undefined, id: number): T {
+  if (value === undefined) throw notFound(id);
+  return value;
+}
+
+export function webhookHandlers(
+  webhooks: WebhookRepository,
+  settings: Pick<WebhookSettings, 'allowedNetworks' | 'secretGraceMs'>,
+  basePath: string,
+): WebhookHandlers {
+  const guard = new AddressGuard(settings.allowedNetworks);
+  const checkUrl = async (url: string | undefined) => {
+    if (url === undefined) return;
+    try {
+      await guard.check(url);
+    } catch (error) {
+      if (error instanceof RefusedAddress) throw new ApiError(400, 'webhook_url_refused', `url: ${error.message}`);
+      throw error;
+    }
+  };
+
+  return {
+    async listWebhooks(request) {
+      return webhooks.list(principalOf(request).accountId);
+    },
+
+    async createWebhook(request, reply) {
+      const { url, events } = request.body;
+      await checkUrl(url);
+      const secret = newSecret();
+      const endpoint = await webhooks.create(principalOf(request).accountId, { url, events }, secret);
+      reply.code(201).header('location', `${basePath}/webhooks/${endpoint.id}`);
+      return { ...endpoint, secret };
+    },
+
+    async getWebhook(request) {
+      const { webhookId } = request.params;
+      return found(await webhooks.get(principalOf(request).accountId, webhookId), webhookId);
+    },
+
+    async updateWebhook(request) {
+      const { webhookId } = request.params;
+      await checkUrl(request.body.url);
+      return found(await webhooks.update(principalOf(request).accountId, webhookId, request.body), webhookId);
+    },
+
+    async deleteWebhook(request, reply) {
+      const { webhookId } = request.params;
+      if (!(await webhooks.remove(principalOf(request).accountId, webhookId))) throw notFound(webhookId);
+      reply.code(204);
+      return undefined;
+    },
+
+    async testWebhook(request, reply) {
+      const { webhookId } = request.params;
+      const queued = found(await webhooks.sendTest(principalOf(request).accountId, webhookId), webhookId);
+      if (queued === 'disabled') {
+        throw new ApiError(409, 'webhook_disabled', `Webhook endpoint ${webhookId} is disabled`);
+      }
+      reply.code(202);
+      return { eventId: eventIdOf(queued.eventId) };
+    },
+
+    async rotateWebhookSecret(request) {
+      const { webhookId } = request.params;
+      const secret = newSecret();
+      const rotation = { secret, previousExpiresAt: Date.now() + settings.secretGraceMs };
+      const endpoint = await webhooks.rotateSecret(principalOf(request).accountId, webhookId, rotation);
+      return { ...found(endpoint, webhookId), secret };
+    },
+
+    async listWebhookDeliveries(request) {
+      const { webhookId } = request.params;
+      const { limit = 20 } = request.query;
+      return found(await webhooks.attempts(principalOf(request).accountId, webhookId, limit), webhookId);
+    },
+  };
+}

@@ -1,0 +1,272 @@
+import pg, { type Pool, type PoolClient } from 'pg';
+import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
+import type { DeliveryQueue, WebhookRepository } from '../types.js';
+import {
+  ATTEMPT_COLUMNS,
+  type AttemptRow,
+  attemptOf,
+  CLAIM_COLUMNS,
+  type ClaimRow,
+  claimedOf,
+  ENDPOINT_COLUMNS,
+  type EndpointRow,
+  endpointOf,
+} from '../webhook-rows.js';
+import { firstRow, onlyRow, rows, transaction } from './queries.js';
+
+/** The channel committed events are announced on, to the workers of every instance. */
+const CHANNEL = 'petstore_webhook_events';
+
+/**
+ * The event, a delivery for each endpoint subscribed (or `$4` alone), and a NOTIFY, in one statement
+ * of the change's transaction: PostgreSQL sends the notification only if the transaction commits.
+ */
+const EMIT = `WITH subscribers AS (
+    SELECT id FROM webhook_endpoints
+    WHERE enabled AND (CASE WHEN $4::bigint IS NULL THEN events @> jsonb_build_array($1::text) ELSE id = $4 END)
+  ), event AS (
+    INSERT INTO webhook_events (type, body, created_at)
+    SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM subscribers) RETURNING id
+  ), deliveries AS (
+    INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
+    SELECT event.id, subscribers.id, $3 FROM event, subscribers
+  )
+  SELECT id, pg_notify('${CHANNEL}', '') FROM event`;
+
+/** The outbox, written by the statement above inside the transaction of each change. */
+export class Outbox {
+  constructor(private readonly now: () => number) {}
+
+  /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
+  async emit<K extends EventType>(
+    client: PoolClient,
+    type: K,
+    data: EventData<K>,
+    onlyEndpoint?: number,
+  ): Promise<number | undefined> {
+    const event = outboxEvent(type, data, this.now());
+    const row = await firstRow<{ id: number }>(client, {
+      name: 'webhooks-emit',
+      text: EMIT,
+      values: [event.type, event.body, event.at, onlyEndpoint ?? null],
+    });
+    return row?.id;
+  }
+}
+
+export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number): WebhookRepository {
+  const owned = 'account_id = $1 AND id = $2';
+  const get = (db: Pool | PoolClient, accountId: number, id: number) =>
+    firstRow<EndpointRow>(db, {
+      text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE ${owned}`,
+      values: [accountId, id],
+    });
+  const found = (row: EndpointRow | undefined) => (row === undefined ? undefined : endpointOf(row));
+
+  return {
+    list: async (accountId) =>
+      (
+        await rows<EndpointRow>(pool, {
+          text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE account_id = $1 ORDER BY id`,
+          values: [accountId],
+        })
+      ).map(endpointOf),
+    get: async (accountId, id) => found(await get(pool, accountId, id)),
+    create: async (accountId, { url, events }, secret) =>
+      endpointOf(
+        await onlyRow<EndpointRow>(pool, {
+          text: `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $5) RETURNING ${ENDPOINT_COLUMNS}`,
+          values: [accountId, url, JSON.stringify(events), secret, now()],
+        }),
+      ),
+    update: async (accountId, id, patch) =>
+      found(
+        await firstRow<EndpointRow>(pool, {
+          // Enabling clears why it was disabled and the failures that led there.
+          text: `UPDATE webhook_endpoints SET url = coalesce($3, url), events = coalesce($4::jsonb, events),
+                   enabled = coalesce($5, enabled),
+                   disabled_reason = CASE WHEN $5::boolean IS NULL THEN disabled_reason END,
+                   failing_since = CASE WHEN $5::boolean THEN NULL ELSE failing_since END,
+                   updated_at = $6
+                 WHERE ${owned} RETURNING ${ENDPOINT_COLUMNS}`,
+          values: [
+            accountId,
+            id,
+            patch.url ?? null,
+            patch.events === undefined ? null : JSON.stringify(patch.events),
+            patch.enabled ?? null,
+            now(),
+          ],
+        }),
+      ),
+    remove: async (accountId, id) =>
+      (await rows(pool, { text: `DELETE FROM webhook_endpoints WHERE ${owned} RETURNING id`, values: [accountId, id] }))
+        .length > 0,
+    rotateSecret: async (accountId, id, { secret, previousExpiresAt }) =>
+      found(
+        await firstRow<EndpointRow>(pool, {
+          text: `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3,
+                   previous_secret_expires_at = $4, secret_rotated_at = $5, updated_at = $5
+                 WHERE ${owned} RETURNING ${ENDPOINT_COLUMNS}`,
+          values: [accountId, id, secret, previousExpiresAt, now()],
+        }),
+      ),
+    sendTest: async (accountId, id) =>
+      transaction(pool, async (client) => {
+        const endpoint = await get(client, accountId, id);
+        if (endpoint === undefined) return undefined;
+        if (!endpoint.enabled) return 'disabled' as const;
+        const eventId = await outbox.emit(client, 'webhook.test', { webhookId: id }, id);
+        if (eventId === undefined) throw new Error(`webhook endpoint ${id} did not take its test event`);
+        return { eventId };
+      }),
+    attempts: async (accountId, id, limit) => {
+      if ((await get(pool, accountId, id)) === undefined) return undefined;
+      const found = await rows<AttemptRow>(pool, {
+        text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2`,
+        values: [id, limit],
+      });
+      return found.map(attemptOf);
+    },
+  };
+}
+
+/**
+ * The queue of messages, shared by every instance: a claim takes due rows with FOR UPDATE SKIP
+ * LOCKED and leases them, so two instances never take the same attempt, and a dead instance's
+ * claims come due again when their lease ends.
+ */
+export function deliveryQueue(pool: Pool, connectionString: string, now: () => number): DeliveryQueue {
+  const listeners = new Set<() => void>();
+  let listener: pg.Client | undefined;
+  const listen = () => {
+    const client = new pg.Client({ connectionString, application_name: 'petstore-webhooks' });
+    listener = client;
+    client.on('notification', () => {
+      for (const wake of listeners) wake();
+    });
+    // A lost connection is reconnected while anyone listens; meanwhile the worker's timer polls.
+    client.on('error', () => undefined);
+    client.on('end', () => {
+      if (listener === client && listeners.size > 0) setTimeout(listen, 1000).unref();
+    });
+    client
+      .connect()
+      .then(() => client.query(`LISTEN ${CHANNEL}`))
+      .catch(() => client.end().catch(() => undefined));
+  };
+
+  return {
+    claim: async (limit, leaseMs) => {
+      const at = now();
+      const claimed = await rows<ClaimRow>(pool, {
+        name: 'webhooks-claim',
+        text: `WITH due AS (
+                 SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+                 WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND coalesce(d.lease_until, 0) <= $1
+                   AND w.enabled
+                 ORDER BY d.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED
+               ), leased AS (
+                 UPDATE webhook_deliveries d SET attempts = attempts + 1, lease_until = $2
+                 FROM due WHERE d.id = due.id RETURNING d.*
+               )
+               SELECT ${CLAIM_COLUMNS} FROM leased d JOIN webhook_events e ON e.id = d.event_id
+               JOIN webhook_endpoints w ON w.id = d.endpoint_id`,
+        values: [at, at + leaseMs, limit],
+      });
+      return claimed.map((row) => claimedOf(row, at));
+    },
+    settle: async (outcome) =>
+      transaction(pool, async (client) => {
+        const { delivery, next } = outcome;
+        const pending = typeof next === 'number';
+        const settled = await rows(client, {
+          name: 'webhooks-settle',
+          text: `UPDATE webhook_deliveries SET state = $1, next_attempt_at = $2, lease_until = NULL, settled_at = $3
+                 WHERE id = $4 AND attempts = $5 AND state = 'pending' RETURNING id`,
+          values: [
+            pending ? 'pending' : next,
+            pending ? next : outcome.attemptedAt,
+            pending ? null : outcome.attemptedAt,
+            delivery.id,
+            delivery.attempt,
+          ],
+        });
+        if (settled.length === 0) return;
+        await rows(client, {
+          name: 'webhooks-record-attempt',
+          text: `INSERT INTO webhook_attempts (endpoint_id, event_id, event_type, attempt, attempted_at,
+                   response_status, error, duration_ms, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+          values: [
+            delivery.endpointId,
+            delivery.eventId,
+            delivery.eventType,
+            delivery.attempt,
+            outcome.attemptedAt,
+            outcome.responseStatus ?? null,
+            outcome.error ?? null,
+            outcome.durationMs,
+            pending ? next : null,
+          ],
+        });
+        await rows(client, {
+          name: 'webhooks-endpoint-health',
+          text: `UPDATE webhook_endpoints SET
+                   failing_since = CASE WHEN $2 THEN NULL ELSE coalesce(failing_since, $3) END,
+                   enabled = enabled AND $4::text IS NULL,
+                   disabled_reason = coalesce($4, disabled_reason),
+                   updated_at = CASE WHEN $4::text IS NULL THEN updated_at ELSE $3 END
+                 WHERE id = $1`,
+          values: [delivery.endpointId, next === 'delivered', outcome.attemptedAt, outcome.disable ?? null],
+        });
+      }),
+    release: async (ids) => {
+      await rows(pool, {
+        text: `UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1
+               WHERE id = ANY($1::bigint[]) AND state = 'pending'`,
+        values: [ids],
+      });
+    },
+    nextDueAt: async () =>
+      (
+        await firstRow<{ at: number | null }>(pool, {
+          name: 'webhooks-next-due',
+          text: `SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'`,
+        })
+      )?.at ?? undefined,
+    backlog: async () => {
+      const row = await firstRow<{ pending: number; oldest: number | null }>(pool, {
+        text: `SELECT count(*)::integer AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
+               JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'`,
+      });
+      return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
+    },
+    prune: async (before) =>
+      transaction(pool, async (client) => {
+        const removed = await rows(client, {
+          text: `DELETE FROM webhook_deliveries WHERE state <> 'pending' AND settled_at < $1 RETURNING id`,
+          values: [before],
+        });
+        await rows(client, {
+          text: `DELETE FROM webhook_events e WHERE created_at < $1
+                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
+          values: [before],
+        });
+        await rows(client, { text: 'DELETE FROM webhook_attempts WHERE attempted_at < $1', values: [before] });
+        return removed.length;
+      }),
+    onCommit: (wake) => {
+      listeners.add(wake);
+      if (listener === undefined) listen();
+      return () => {
+        listeners.delete(wake);
+        if (listeners.size === 0 && listener !== undefined) {
+          const client = listener;
+          listener = undefined;
+          void client.end().catch(() => undefined);
+        }
+      };
+    },
+  };
+}

@@ -1,0 +1,241 @@
+import type Database from 'better-sqlite3';
+import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
+import type { DeliveryQueue, WebhookRepository } from '../types.js';
+import {
+  ATTEMPT_COLUMNS,
+  type AttemptRow,
+  attemptOf,
+  CLAIM_COLUMNS,
+  type ClaimRow,
+  claimedOf,
+  ENDPOINT_COLUMNS,
+  type EndpointRow,
+  endpointOf,
+} from '../webhook-rows.js';
+
+/**
+ * The outbox, written inside the transaction of the change an event describes: the event, and a
+ * delivery for each endpoint subscribed to its kind. Nothing is written when none is.
+ */
+export class Outbox {
+  private readonly subscribers;
+  private readonly endpoint;
+  private readonly insertEvent;
+  private readonly insertDelivery;
+  private readonly listeners = new Set<() => void>();
+  private wakePending = false;
+
+  constructor(
+    db: Database.Database,
+    private readonly now: () => number,
+  ) {
+    this.subscribers = db.prepare<[string], { id: number }>(
+      'SELECT id FROM webhook_endpoints WHERE enabled = 1 AND ? IN (SELECT value FROM json_each(events))',
+    );
+    this.endpoint = db.prepare<[number], { id: number }>(
+      'SELECT id FROM webhook_endpoints WHERE enabled = 1 AND id = ?',
+    );
+    this.insertEvent = db.prepare<[string, string, number], { id: number }>(
+      'INSERT INTO webhook_events (type, body, created_at) VALUES (?, ?, ?) RETURNING id',
+    );
+    this.insertDelivery = db.prepare<[number, number, number]>(
+      'INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) VALUES (?, ?, ?)',
+    );
+  }
+
+  /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
+  emit<K extends EventType>(type: K, data: EventData<K>, onlyEndpoint?: number): number | undefined {
+    const endpoints = onlyEndpoint === undefined ? this.subscribers.all(type) : this.endpoint.all(onlyEndpoint);
+    if (endpoints.length === 0) return undefined;
+    const event = outboxEvent(type, data, this.now());
+    const { id } = this.insertEvent.get(event.type, event.body, event.at) as { id: number };
+    for (const endpoint of endpoints) this.insertDelivery.run(id, endpoint.id, event.at);
+    // Transactions are synchronous here: by the time this runs, the change committed or rolled back.
+    if (!this.wakePending) {
+      this.wakePending = true;
+      setImmediate(() => {
+        this.wakePending = false;
+        for (const listener of this.listeners) listener();
+      });
+    }
+    return id;
+  }
+
+  onCommit(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+interface EndpointUpdate {
+  url: string | null;
+  events: string | null;
+  enabled: number | null;
+  at: number;
+  accountId: number;
+  id: number;
+}
+
+export function webhookRepository(db: Database.Database, outbox: Outbox, now: () => number): WebhookRepository {
+  const owned = 'account_id = ? AND id = ?';
+  const list = db.prepare<[number], EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE account_id = ? ORDER BY id`,
+  );
+  const get = db.prepare<[number, number], EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE ${owned}`,
+  );
+  const insert = db.prepare<[number, string, string, string, number, number], EndpointRow>(
+    `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+  );
+  // Enabling clears why it was disabled and the failures that led there.
+  const update = db.prepare<[EndpointUpdate], EndpointRow>(
+    `UPDATE webhook_endpoints SET url = coalesce(@url, url), events = coalesce(@events, events),
+       enabled = coalesce(@enabled, enabled),
+       disabled_reason = CASE WHEN @enabled IS NULL THEN disabled_reason ELSE NULL END,
+       failing_since = CASE WHEN @enabled = 1 THEN NULL ELSE failing_since END,
+       updated_at = @at
+     WHERE account_id = @accountId AND id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+  );
+  const remove = db.prepare<[number, number]>(`DELETE FROM webhook_endpoints WHERE ${owned}`);
+  const rotate = db.prepare<
+    [{ secret: string; expiresAt: number; at: number; accountId: number; id: number }],
+    EndpointRow
+  >(
+    `UPDATE webhook_endpoints SET previous_secret = secret, secret = @secret,
+       previous_secret_expires_at = @expiresAt, secret_rotated_at = @at, updated_at = @at
+     WHERE account_id = @accountId AND id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+  );
+  const attempts = db.prepare<[number, number], AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE endpoint_id = ? ORDER BY id DESC LIMIT ?`,
+  );
+  const sendTest = db.transaction((accountId: number, id: number) => {
+    const endpoint = get.get(accountId, id);
+    if (endpoint === undefined) return undefined;
+    if (!endpoint.enabled) return 'disabled' as const;
+    const eventId = outbox.emit('webhook.test', { webhookId: id }, id);
+    if (eventId === undefined) throw new Error(`webhook endpoint ${id} did not take its test event`);
+    return { eventId };
+  });
+  const found = (row: EndpointRow | undefined) => (row === undefined ? undefined : endpointOf(row));
+
+  return {
+    list: async (accountId) => list.all(accountId).map(endpointOf),
+    get: async (accountId, id) => found(get.get(accountId, id)),
+    create: async (accountId, { url, events }, secret) =>
+      endpointOf(insert.get(accountId, url, JSON.stringify(events), secret, now(), now()) as EndpointRow),
+    update: async (accountId, id, patch) => {
+      const enabled = patch.enabled === undefined ? null : Number(patch.enabled);
+      const events = patch.events === undefined ? null : JSON.stringify(patch.events);
+      return found(update.get({ url: patch.url ?? null, events, enabled, at: now(), accountId, id }));
+    },
+    remove: async (accountId, id) => remove.run(accountId, id).changes > 0,
+    rotateSecret: async (accountId, id, { secret, previousExpiresAt }) =>
+      found(rotate.get({ secret, expiresAt: previousExpiresAt, at: now(), accountId, id })),
+    sendTest: async (accountId, id) => sendTest.immediate(accountId, id),
+    attempts: async (accountId, id, limit) =>
+      get.get(accountId, id) === undefined ? undefined : attempts.all(id, limit).map(attemptOf),
+  };
+}
+
+export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => number): DeliveryQueue {
+  const due = db.prepare<[number, number, number], { id: number }>(
+    `SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND coalesce(d.lease_until, 0) <= ? AND w.enabled = 1
+     ORDER BY d.next_attempt_at LIMIT ?`,
+  );
+  const ids = 'IN (SELECT value FROM json_each(?))';
+  const lease = db.prepare<[number, string]>(
+    `UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = ? WHERE id ${ids}`,
+  );
+  const claimed = db.prepare<[string], ClaimRow>(
+    `SELECT ${CLAIM_COLUMNS} FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+     JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id ${ids}`,
+  );
+  const claim = db.transaction((at: number, leaseMs: number, limit: number) => {
+    const chosen = JSON.stringify(due.all(at, at, limit).map((row) => row.id));
+    lease.run(at + leaseMs, chosen);
+    return claimed.all(chosen);
+  });
+  const settle = db.prepare<[string, number, number | null, number, number]>(
+    `UPDATE webhook_deliveries SET state = ?, next_attempt_at = ?, lease_until = NULL, settled_at = ?
+     WHERE id = ? AND attempts = ? AND state = 'pending'`,
+  );
+  const record = db.prepare<
+    [number, number, string, number, number, number | null, string | null, number, number | null]
+  >(
+    `INSERT INTO webhook_attempts (endpoint_id, event_id, event_type, attempt, attempted_at, response_status,
+       error, duration_ms, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const succeeded = db.prepare<[number]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?');
+  const failed = db.prepare<[number, number]>(
+    'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
+  );
+  const disable = db.prepare<[string, number, number]>(
+    'UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, updated_at = ? WHERE id = ?',
+  );
+  const release = db.prepare<[number]>(
+    "UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1 WHERE id = ? AND state = 'pending'",
+  );
+  const nextDue = db.prepare<[], { at: number | null }>(
+    "SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'",
+  );
+  const backlog = db.prepare<[], { pending: number; oldest: number | null }>(
+    `SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
+     JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'`,
+  );
+  const pruneDeliveries = db.prepare<[number]>(
+    "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND settled_at < ?",
+  );
+  const pruneEvents = db.prepare<[number]>(
+    'DELETE FROM webhook_events WHERE created_at < ? AND id NOT IN (SELECT event_id FROM webhook_deliveries)',
+  );
+  const pruneAttempts = db.prepare<[number]>('DELETE FROM webhook_attempts WHERE attempted_at < ?');
+
+  const settleTransaction = db.transaction((outcome: Parameters<DeliveryQueue['settle']>[0]) => {
+    const { delivery, next } = outcome;
+    const state = typeof next === 'number' ? 'pending' : next;
+    const nextAt = typeof next === 'number' ? next : outcome.attemptedAt;
+    const settledAt = typeof next === 'number' ? null : outcome.attemptedAt;
+    if (settle.run(state, nextAt, settledAt, delivery.id, delivery.attempt).changes === 0) return;
+    record.run(
+      delivery.endpointId,
+      delivery.eventId,
+      delivery.eventType,
+      delivery.attempt,
+      outcome.attemptedAt,
+      outcome.responseStatus ?? null,
+      outcome.error ?? null,
+      outcome.durationMs,
+      typeof next === 'number' ? next : null,
+    );
+    if (next === 'delivered') succeeded.run(delivery.endpointId);
+    else failed.run(outcome.attemptedAt, delivery.endpointId);
+    if (outcome.disable !== undefined) disable.run(outcome.disable, outcome.attemptedAt, delivery.endpointId);
+  });
+  const releaseAll = db.transaction((ids: readonly number[]) => {
+    for (const id of ids) release.run(id);
+  });
+  const pruneAll = db.transaction((before: number) => {
+    const removed = pruneDeliveries.run(before).changes;
+    pruneEvents.run(before);
+    pruneAttempts.run(before);
+    return removed;
+  });
+
+  return {
+    claim: async (limit, leaseMs) => {
+      const at = now();
+      return claim.immediate(at, leaseMs, limit).map((row) => claimedOf(row, at));
+    },
+    settle: async (outcome) => settleTransaction.immediate(outcome),
+    release: async (ids) => releaseAll.immediate(ids),
+    nextDueAt: async () => nextDue.get()?.at ?? undefined,
+    backlog: async () => {
+      const row = backlog.get();
+      return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
+    },
+    prune: async (before) => pruneAll.immediate(before),
+    onCommit: (listener) => outbox.onCommit(listener),
+  };
+}

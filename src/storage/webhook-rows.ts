@@ -1,0 +1,101 @@
+import { eventIdOf, type EventType, type WebhookDelivery, type WebhookEndpoint } from '../events/types.js';
+
+/** A webhook endpoint's row, as both backends select it (times in Unix milliseconds). */
+export interface EndpointRow {
+  id: number;
+  url: string;
+  /** JSON text on SQLite, parsed jsonb on PostgreSQL. */
+  events: string | EventType[];
+  enabled: boolean | number;
+  disabledReason: string | null;
+  createdAt: number;
+  updatedAt: number;
+  secretRotatedAt: number | null;
+  previousSecretExpiresAt: number | null;
+}
+
+export const ENDPOINT_COLUMNS = `id, url, events, enabled, disabled_reason AS "disabledReason",
+  created_at AS "createdAt", updated_at AS "updatedAt", secret_rotated_at AS "secretRotatedAt",
+  previous_secret_expires_at AS "previousSecretExpiresAt"`;
+
+const iso = (at: number) => new Date(at).toISOString();
+
+export function endpointOf(row: EndpointRow): WebhookEndpoint {
+  const endpoint: WebhookEndpoint = {
+    id: row.id,
+    url: row.url,
+    events: typeof row.events === 'string' ? (JSON.parse(row.events) as EventType[]) : row.events,
+    enabled: Boolean(row.enabled),
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+  };
+  if (row.disabledReason !== null) endpoint.disabledReason = row.disabledReason;
+  if (row.secretRotatedAt !== null) endpoint.secretRotatedAt = iso(row.secretRotatedAt);
+  if (row.previousSecretExpiresAt !== null) endpoint.previousSecretExpiresAt = iso(row.previousSecretExpiresAt);
+  return endpoint;
+}
+
+export interface AttemptRow {
+  eventId: number;
+  eventType: EventType;
+  attempt: number;
+  attemptedAt: number;
+  responseStatus: number | null;
+  error: string | null;
+  durationMs: number;
+  nextAttemptAt: number | null;
+}
+
+export const ATTEMPT_COLUMNS = `event_id AS "eventId", event_type AS "eventType", attempt,
+  attempted_at AS "attemptedAt", response_status AS "responseStatus", error, duration_ms AS "durationMs",
+  next_attempt_at AS "nextAttemptAt"`;
+
+export function attemptOf(row: AttemptRow): WebhookDelivery {
+  const attempt: WebhookDelivery = {
+    eventId: eventIdOf(row.eventId),
+    eventType: row.eventType,
+    attempt: row.attempt,
+    attemptedAt: iso(row.attemptedAt),
+    durationMs: row.durationMs,
+  };
+  if (row.responseStatus !== null) attempt.responseStatus = row.responseStatus;
+  if (row.error !== null) attempt.error = row.error;
+  if (row.nextAttemptAt !== null) attempt.nextAttemptAt = iso(row.nextAttemptAt);
+  return attempt;
+}
+
+/** A claimed message's row, as both backends return it. */
+export interface ClaimRow {
+  id: number;
+  attempt: number;
+  eventId: number;
+  eventType: EventType;
+  body: string;
+  committedAt: number;
+  endpointId: number;
+  url: string;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretExpiresAt: number | null;
+  failingSince: number | null;
+}
+
+export const CLAIM_COLUMNS = `d.id, d.attempts AS attempt, e.id AS "eventId", e.type AS "eventType", e.body,
+  e.created_at AS "committedAt", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
+  w.previous_secret_expires_at AS "previousSecretExpiresAt", w.failing_since AS "failingSince"`;
+
+export function claimedOf(row: ClaimRow, now: number) {
+  const graceLasts = row.previousSecret !== null && Number(row.previousSecretExpiresAt) > now;
+  return {
+    id: row.id,
+    attempt: row.attempt,
+    eventId: row.eventId,
+    eventType: row.eventType,
+    body: row.body,
+    committedAt: row.committedAt,
+    endpointId: row.endpointId,
+    url: row.url,
+    secrets: graceLasts && row.previousSecret !== null ? [row.secret, row.previousSecret] : [row.secret],
+    failingSince: row.failingSince ?? undefined,
+  };
+}

@@ -1,0 +1,391 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { Webhook } from 'standardwebhooks';
+import t from 'tap';
+import { ApiError, type ErrorBody } from '../src/errors.js';
+import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../src/events/settings.js';
+import type { EventType, WebhookDelivery, WebhookEndpoint } from '../src/events/types.js';
+import { issueKey } from '../src/auth/api-keys.js';
+import type { Order } from '../src/storage/types.js';
+import { startApi, type StartOptions, type TestApi } from './helpers/api.js';
+import { backend, openDatabase, probeDatabase } from './helpers/backend.js';
+import { contract } from './helpers/contract.js';
+import { type Received, startReceiver } from './helpers/receiver.js';
+
+const FAST: WebhookSettings = {
+  ...DEFAULT_WEBHOOKS,
+  allowedNetworks: ['loopback'],
+  retrySchedule: [0, 200, 400],
+  pollMs: 100,
+};
+
+type WithSecret = WebhookEndpoint & { secret: string };
+
+const ajv = new Ajv2020({ strict: false });
+(addFormats as unknown as (ajv: Ajv2020) => void)(ajv);
+const webhookSchemas = (contract.dereferenced as { webhooks?: Record<string, unknown> }).webhooks ?? {};
+/** The payload schema the contract declares for an event kind. */
+function payloadConforms(type: string, body: unknown): boolean {
+  const hook = webhookSchemas[type] as
+    { post: { requestBody: { content: Record<string, { schema: object }> } } } | undefined;
+  const schema = hook?.post.requestBody.content['application/json']?.schema;
+  return schema !== undefined && ajv.validate(schema, body);
+}
+
+async function start(t: Parameters<typeof startApi>[0], options: StartOptions = {}) {
+  return startApi(t, { webhooks: FAST, ...options });
+}
+
+function subscribe(api: TestApi, url: string, events: EventType[], auth = api.auth) {
+  return api.request({ method: 'POST', url: '/v1/webhooks', headers: auth, payload: { url, events } });
+}
+
+async function subscribed(api: TestApi, url: string, events: EventType[]): Promise<WithSecret> {
+  const response = await subscribe(api, url, events);
+  if (response.statusCode !== 201) throw new Error(`createWebhook: ${response.statusCode} ${response.body}`);
+  return response.json<WithSecret>();
+}
+
+function patch(api: TestApi, url: string, body: object) {
+  return api.request({
+    method: 'PATCH',
+    url,
+    headers: { ...api.auth, 'content-type': 'application/merge-patch+json' },
+    payload: JSON.stringify(body),
+  });
+}
+
+/** Verifies a delivery with the standardwebhooks package's own verifier; returns the payload. */
+function verified(secret: string, received: Received): { type: string; timestamp: string; data: unknown } {
+  return new Webhook(secret).verify(received.body, received.headers as Record<string, string>) as never;
+}
+
+const ALL: EventType[] = [
+  'pet.created',
+  'pet.updated',
+  'pet.deleted',
+  'order.placed',
+  'order.completed',
+  'order.cancelled',
+];
+
+t.test('every change of every kind is delivered, signed, as the contract declares it', async (t) => {
+  const api = await start(t);
+  const receiver = await startReceiver(t);
+  const endpoint = await subscribed(api, receiver.url, ALL);
+  t.match(endpoint, { url: receiver.url, events: ALL, enabled: true, secret: /^whsec_[A-Za-z0-9+/]+=*$/ });
+
+  const rex = await api.createPet({ name: 'Rex', categoryId: 1 });
+  await patch(api, `/v1/pets/${rex.id}`, { name: 'Rexy' });
+  const placed = await api.request({
+    method: 'POST',
+    url: '/v1/store/orders',
+    headers: api.auth,
+    payload: { petId: rex.id },
+  });
+  const order = placed.json<Order>();
+  await patch(api, `/v1/store/orders/${order.id}`, { status: 'completed' });
+  const tom = await api.createPet({ name: 'Tom', categoryId: 2 });
+  const second = await api.request({
+    method: 'POST',
+    url: '/v1/store/orders',
+    headers: api.auth,
+    payload: { petId: tom.id },
+  });
+  await patch(api, `/v1/store/orders/${second.json<Order>().id}`, { status: 'cancelled' });
+  await api.request({ method: 'DELETE', url: `/v1/pets/${tom.id}`, headers: api.auth });
+
+  const expected = [
+    'pet.created',
+    'pet.updated',
+    'pet.updated',
+    'order.placed',
+    'pet.updated',
+    'order.completed',
+    'pet.created',
+    'pet.updated',
+    'order.placed',
+    'pet.updated',
+    'order.cancelled',
+    'pet.deleted',
+  ];
+  await receiver.waitFor(expected.length);
+  const payloads = receiver.received.map((received) => verified(endpoint.secret, received));
+  t.same(payloads.map((payload) => payload.type).sort(), [...expected].sort(), 'one event per change, none else');
+  for (const payload of payloads)
+    t.ok(payloadConforms(payload.type, payload), `${payload.type} conforms to the contract`);
+  const ids = receiver.received.map((received) => received.headers['webhook-id']);
+  t.equal(new Set(ids).size, ids.length, 'each event has an id of its own');
+  t.match(receiver.received[0]?.headers, { 'webhook-timestamp': /^[0-9]+$/, 'webhook-signature': /^v1,/ });
+  const completed = payloads.find((payload) => payload.type === 'order.completed');
+  t.match(completed?.data, { id: order.id, status: 'completed' }, 'data is the order after the change');
+  const deleted = payloads.find((payload) => payload.type === 'pet.deleted');
+  t.same(deleted?.data, { id: tom.id, name: 'Tom', categoryId: 2, status: 'available' }, 'the pet as it was removed');
+});
+
+t.test('an endpoint receives only the kinds it subscribed to; a refused change emits nothing', async (t) => {
+  const api = await start(t);
+  const receiver = await startReceiver(t);
+  await subscribed(api, receiver.url, ['pet.created']);
+  const rex = await api.createPet({ name: 'Rex', categoryId: 1 });
+  const refused = await patch(api, `/v1/pets/${rex.id}`, { status: 'sold' });
+  t.equal(refused.statusCode, 200);
+  const again = await patch(api, `/v1/pets/${rex.id}`, { status: 'available' });
+  t.equal(again.statusCode, 409, 'sold is final');
+  await receiver.waitFor(1);
+  const probe = await probeDatabase(t, api.databaseUrl);
+  const [events] = await probe.query<{ count: number | string }>('SELECT count(*) AS count FROM webhook_events');
+  t.equal(Number(events?.count), 1, 'only the create, the one subscribed kind, was written to the outbox');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.equal(receiver.received.length, 1);
+});
+
+t.test('subscriptions belong to the account of the key', async (t) => {
+  const api = await start(t);
+  const endpoint = await subscribed(api, 'http://127.0.0.1:9/hook', ['pet.created']);
+  const other = await api.storage.accounts.createAccount('other');
+  const { key } = await issueKey(api.storage.accounts, other.id);
+  const theirs = { authorization: `Bearer ${key}` };
+  const url = `/v1/webhooks/${endpoint.id}`;
+  const requests = [
+    { method: 'GET', url },
+    { method: 'DELETE', url },
+    { method: 'POST', url: `${url}/test` },
+    { method: 'POST', url: `${url}/secret` },
+    { method: 'GET', url: `${url}/deliveries` },
+  ];
+  for (const request of requests) {
+    const response = await api.request({ ...request, headers: theirs });
+    t.equal(response.statusCode, 404, `${request.method} ${request.url} by another account`);
+    t.same(response.json<ErrorBody>(), {
+      code: 'not_found',
+      message: `No webhook endpoint with id ${endpoint.id}`,
+      status: 404,
+    });
+  }
+  const patched = await api.request({
+    method: 'PATCH',
+    url,
+    headers: { ...theirs, 'content-type': 'application/merge-patch+json' },
+    payload: '{"enabled":false}',
+  });
+  t.equal(patched.statusCode, 404);
+  t.same((await api.request({ method: 'GET', url: '/v1/webhooks', headers: theirs })).json(), []);
+  const mine = await api.request({ method: 'GET', url: '/v1/webhooks', headers: api.auth });
+  t.same(
+    mine.json<WebhookEndpoint[]>().map((e) => e.id),
+    [endpoint.id],
+  );
+  t.notOk('secret' in (mine.json<WebhookEndpoint[]>()[0] ?? {}), 'the secret is shown only once');
+  t.equal((await api.request({ method: 'GET', url: '/v1/webhooks' })).statusCode, 401);
+
+  const got = await api.request({ method: 'GET', url, headers: api.auth });
+  t.same(got.json(), mine.json<WebhookEndpoint[]>()[0]);
+  const changed = await patch(api, url, { events: ['pet.deleted', 'pet.created'] });
+  t.same(changed.json<WebhookEndpoint>().events, ['pet.deleted', 'pet.created']);
+  t.equal((await api.request({ method: 'DELETE', url, headers: api.auth })).statusCode, 204);
+  t.equal((await api.request({ method: 'GET', url, headers: api.auth })).statusCode, 404);
+  const invalid = await subscribe(api, 'http://127.0.0.1:9/', []);
+  t.equal(invalid.statusCode, 400);
+  t.equal(invalid.json<ErrorBody>().code, 'invalid_request');
+});
+
+t.test('the guard refuses what the server must not reach, without connecting', async (t) => {
+  const api = await start(t, { webhooks: DEFAULT_WEBHOOKS });
+  const refusals: [string, RegExp][] = [
+    ['http://10.0.0.1/hook', /10\.0\.0\.1 is a private address/],
+    ['http://127.0.0.1:9/hook', /127\.0\.0\.1 is a loopback address/],
+    ['http://[::1]:9/hook', /::1 is a loopback address/],
+    ['http://169.254.169.254/latest', /linklocal/],
+    ['http://100.64.0.1/', /cgnat/],
+    ['http://0.0.0.0/', /unspecified/],
+    ['http://[::ffff:192.168.1.1]/', /private/],
+    ['http://localhost:9/hook', /localhost resolves to .* loopback address/],
+    ['ftp://127.0.0.1/hook', /only http and https/],
+  ];
+  for (const [url, why] of refusals) {
+    const response = await subscribe(api, url, ['pet.created']);
+    t.equal(response.statusCode, 400, url);
+    t.equal(response.json<ErrorBody>().code, 'webhook_url_refused');
+    t.match(response.json<ErrorBody>().message, why);
+  }
+  t.same((await api.request({ method: 'GET', url: '/v1/webhooks', headers: api.auth })).json(), [], 'none was kept');
+});
+
+t.test('an address refused at delivery is never connected to, and the attempt says why', async (t) => {
+  const receiver = await startReceiver(t);
+  const first = await start(t);
+  const endpoint = await subscribed(first, receiver.url, ['pet.created']);
+  await first.app.close();
+  // The same database served by an instance that does not allow loopback.
+  const strict = await start(t, { databaseUrl: first.databaseUrl, webhooks: { ...FAST, allowedNetworks: [] } });
+  await strict.createPet({ name: 'Rex', categoryId: 1 });
+  let attempts: WebhookDelivery[] = [];
+  for (let i = 0; i < 50 && attempts.length < 3; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const listed = await strict.request({
+      method: 'GET',
+      url: `/v1/webhooks/${endpoint.id}/deliveries`,
+      headers: first.auth,
+    });
+    attempts = listed.json<WebhookDelivery[]>();
+  }
+  t.equal(attempts.length, 3, 'every attempt of the schedule was made');
+  t.match(attempts[0], { eventType: 'pet.created', attempt: 3, error: /refused: 127\.0\.0\.1 is a loopback address/ });
+  t.notOk(attempts[0]?.nextAttemptAt, 'the last attempt has no next');
+  t.equal(attempts[2]?.nextAttemptAt !== undefined, true, 'the first said when the next was due');
+  t.equal(receiver.received.length, 0, 'nothing reached the receiver');
+});
+
+t.test('failures are retried with the same webhook-id; Retry-After is honoured', async (t) => {
+  const api = await start(t, { webhooks: { ...FAST, retrySchedule: [0, 100, 100, 100] } });
+  const receiver = await startReceiver(t, (_received, index) =>
+    index === 0
+      ? { status: 500 }
+      : index === 1
+        ? { status: 429, headers: { 'retry-after': '1' } }
+        : index === 2
+          ? { status: 302, headers: { location: 'http://127.0.0.1:9/' } }
+          : { status: 200 },
+  );
+  const endpoint = await subscribed(api, receiver.url, ['pet.created']);
+  await api.createPet({ name: 'Rex', categoryId: 1 });
+  await receiver.waitFor(4);
+  const [a, b, c, d] = receiver.received;
+  t.equal(new Set(receiver.received.map((r) => r.headers['webhook-id'])).size, 1, 'one event, four attempts');
+  t.ok((c?.at ?? 0) - (b?.at ?? 0) >= 950, 'the attempt after a 429 waited for its Retry-After');
+  t.ok((b?.at ?? 0) - (a?.at ?? 0) < 900, 'the others followed the schedule');
+  for (const received of [a, b, c, d]) if (received !== undefined) verified(endpoint.secret, received);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const attempts = await api.request({
+    method: 'GET',
+    url: `/v1/webhooks/${endpoint.id}/deliveries`,
+    headers: api.auth,
+  });
+  t.same(
+    attempts.json<WebhookDelivery[]>().map((attempt) => [attempt.attempt, attempt.responseStatus]),
+    [
+      [4, 200],
+      [3, 302],
+      [2, 429],
+      [1, 500],
+    ],
+    'a redirect is a failure, never followed',
+  );
+  t.equal(receiver.received.length, 4);
+});
+
+t.test('410 Gone disables the endpoint; a day of failures does too; enabling resumes', async (t) => {
+  const api = await start(t, {
+    webhooks: { ...FAST, retrySchedule: [0, 100, 100, 100, 100, 100], disableAfterMs: 250 },
+  });
+  const gone = await startReceiver(t, () => ({ status: 410 }));
+  const failing = await startReceiver(t, () => ({ status: 503 }));
+  const first = await subscribed(api, gone.url, ['pet.created']);
+  const second = await subscribed(api, failing.url, ['pet.created']);
+  await api.createPet({ name: 'Rex', categoryId: 1 });
+  await gone.waitFor(1);
+  await failing.waitFor(3);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const disabled = await api.request({ method: 'GET', url: `/v1/webhooks/${first.id}`, headers: api.auth });
+  t.match(disabled.json(), { enabled: false, disabledReason: 'the endpoint answered 410 Gone' });
+  const tired = await api.request({ method: 'GET', url: `/v1/webhooks/${second.id}`, headers: api.auth });
+  t.match(tired.json(), { enabled: false, disabledReason: /^every attempt failed for/ });
+  t.equal(gone.received.length, 1, 'nothing more is sent to a disabled endpoint');
+  const test = await api.request({ method: 'POST', url: `/v1/webhooks/${first.id}/test`, headers: api.auth });
+  t.equal(test.statusCode, 409);
+  t.equal(test.json<ErrorBody>().code, 'webhook_disabled');
+
+  gone.answer(() => ({ status: 200 }));
+  const enabled = await patch(api, `/v1/webhooks/${first.id}`, { enabled: true });
+  t.same(enabled.json<WebhookEndpoint>().enabled, true);
+  t.notOk(enabled.json<WebhookEndpoint>().disabledReason);
+  const queued = await api.request({ method: 'POST', url: `/v1/webhooks/${first.id}/test`, headers: api.auth });
+  t.equal(queued.statusCode, 202);
+  await gone.waitFor(2);
+  const test2 = verified(first.secret, gone.received[1] as Received);
+  t.same(test2.data, { webhookId: first.id });
+  t.ok(payloadConforms('webhook.test', test2));
+  t.equal(gone.received[1]?.headers['webhook-id'], queued.json<{ eventId: string }>().eventId);
+});
+
+t.test('a rotated secret signs alongside the new one during its grace period', async (t) => {
+  const api = await start(t);
+  const receiver = await startReceiver(t);
+  const endpoint = await subscribed(api, receiver.url, ['pet.created']);
+  const rotated = await api.request({ method: 'POST', url: `/v1/webhooks/${endpoint.id}/secret`, headers: api.auth });
+  t.equal(rotated.statusCode, 200);
+  const { secret, previousSecretExpiresAt } = rotated.json<WithSecret>();
+  t.not(secret, endpoint.secret);
+  t.ok(previousSecretExpiresAt);
+  await api.createPet({ name: 'Rex', categoryId: 1 });
+  await receiver.waitFor(1);
+  const delivered = receiver.received[0] as Received;
+  t.equal(String(delivered.headers['webhook-signature']).split(' ').length, 2, 'two signatures');
+  t.ok(verified(secret, delivered), 'the new secret verifies');
+  t.ok(verified(endpoint.secret, delivered), 'so does the previous one, during the grace');
+});
+
+t.test('events committed with their change survive the process that wrote them', async (t) => {
+  const receiver = await startReceiver(t);
+  const first = await start(t);
+  const endpoint = await subscribed(first, receiver.url, ['pet.created', 'pet.updated']);
+  await first.app.close();
+  // A writer whose worker never runs (a process killed right after answering is no different).
+  const writer = await openDatabase(first.databaseUrl);
+  const rex = await writer.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
+  const refused = writer.pets.update(1, () => {
+    throw new ApiError(409, 'invalid_transition', 'refused');
+  });
+  await t.rejects(refused, 'an aborted change...');
+  await writer.close();
+  const probe = await probeDatabase(t, first.databaseUrl);
+  const rows = await probe.query<{ type: string }>('SELECT type FROM webhook_events');
+  t.same(
+    rows.map((row) => row.type),
+    ['pet.created'],
+    '...writes no event',
+  );
+  // Its worker starts with the server (ready, as listen makes it).
+  await (await start(t, { databaseUrl: first.databaseUrl })).app.ready();
+  await receiver.waitFor(1);
+  const created = rex.outcome === 'created' ? rex.created.pet : undefined;
+  t.match(verified(endpoint.secret, receiver.received[0] as Received), { type: 'pet.created', data: created });
+});
+
+t.test('a dead instance’s claim comes due again when its lease ends', async (t) => {
+  const receiver = await startReceiver(t);
+  const first = await start(t);
+  const endpoint = await subscribed(first, receiver.url, ['pet.created']);
+  await first.app.close();
+  const dead = await openDatabase(first.databaseUrl);
+  t.teardown(() => dead.close());
+  await dead.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
+  const claimedAt = Date.now();
+  t.equal((await dead.deliveries.claim(10, 1000)).length, 1, 'the instance that dies claimed the message');
+  // Its worker starts with the server (ready, as listen makes it).
+  await (await start(t, { databaseUrl: first.databaseUrl })).app.ready();
+  await receiver.waitFor(1);
+  const attempt = receiver.received[0] as Received;
+  t.ok(attempt.at - claimedAt >= 1000, 'another instance sent it only once the lease ended');
+  t.match(verified(endpoint.secret, attempt), { type: 'pet.created' });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.equal(receiver.received.length, 1);
+});
+
+t.test(`two instances on one database never send the same attempt (${backend})`, async (t) => {
+  const receiver = await startReceiver(t);
+  const one = await start(t);
+  const two = await start(t, { databaseUrl: one.databaseUrl });
+  const endpoint = await subscribed(one, receiver.url, ['pet.created']);
+  const count = 60;
+  await Promise.all(
+    Array.from({ length: count }, (_, i) => (i % 2 ? one : two).createPet({ name: `Pet ${i}`, categoryId: 1 })),
+  );
+  await receiver.waitFor(count);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const ids = receiver.received.map((received) => received.headers['webhook-id']);
+  t.equal(ids.length, count, 'every event once');
+  t.equal(new Set(ids).size, count, 'none twice');
+  for (const received of receiver.received) verified(endpoint.secret, received);
+});
