@@ -69,7 +69,10 @@ async function docsInChromium(t: TapTest): Promise<void> {
   await page.goto(`${origin}/docs`);
   const operations = page.locator('.opblock');
   await operations.first().waitFor();
-  t.equal(await operations.count(), contract.operations.length, 'one block per operation');
+  const webhooks = Object.keys(contract.dereferenced.webhooks ?? {});
+  t.equal(await operations.count(), contract.operations.length + webhooks.length, 'one block per operation and event');
+  for (const event of webhooks)
+    t.ok(await becomesVisible(page.getByText(event, { exact: true }).first()), `the ${event} event is shown`);
   const blockOf = (operationId: string) => {
     const { method, path } = contract.operations.find((operation) => operation.operationId === operationId) ?? {};
     const item = contract.dereferenced.paths?.[path ?? ''] as Record<string, { tags?: string[] }> | undefined;

@@ -3,15 +3,13 @@ import { ApiError } from '../errors.js';
 import type { OrderRepository } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';
-import type { OperationHandlers } from './types.js';
-
-export type OrderHandlers = Pick<OperationHandlers, 'listOrders' | 'placeOrder' | 'getOrder' | 'updateOrder'>;
+import type { ServiceHandlers } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No order with id ${id}`);
 }
 
-export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePath: string): OrderHandlers {
+export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePath: string): ServiceHandlers {
   return {
     async listOrders(request, reply) {
       const { limit = DEFAULT_LIMIT, status, cursor } = request.query;

@@ -4,9 +4,7 @@ import { ApiError } from '../errors.js';
 import type { PetRepository, VersionedPet } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';
-import type { OperationHandlers } from './types.js';
-
-export type PetHandlers = Pick<OperationHandlers, 'listPets' | 'createPet' | 'getPet' | 'updatePet' | 'deletePet'>;
+import type { ServiceHandlers } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No pet with id ${id}`);
@@ -18,7 +16,7 @@ function tagged(reply: FastifyReply, versioned: VersionedPet) {
   return versioned.pet;
 }
 
-export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: string): PetHandlers {
+export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: string): ServiceHandlers {
   return {
     async listPets(request, reply) {
       const { limit = DEFAULT_LIMIT, status, id: ids, cursor } = request.query;

@@ -5,19 +5,7 @@ import { eventIdOf } from '../events/types.js';
 import { ApiError } from '../errors.js';
 import type { WebhookRepository } from '../storage/types.js';
 import { principalOf } from './idempotency.js';
-import type { OperationHandlers } from './types.js';
-
-export type WebhookHandlers = Pick<
-  OperationHandlers,
-  | 'listWebhooks'
-  | 'createWebhook'
-  | 'getWebhook'
-  | 'updateWebhook'
-  | 'deleteWebhook'
-  | 'testWebhook'
-  | 'rotateWebhookSecret'
-  | 'listWebhookDeliveries'
->;
+import type { ServiceHandlers } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No webhook endpoint with id ${id}`);
@@ -37,7 +25,7 @@ export function webhookHandlers(
   webhooks: WebhookRepository,
   settings: Pick<WebhookSettings, 'allowedNetworks' | 'secretGraceMs'>,
   basePath: string,
-): WebhookHandlers {
+): ServiceHandlers {
   const guard = new AddressGuard(settings.allowedNetworks);
   const checkUrl = async (url: string | undefined) => {
     if (url === undefined) return;
