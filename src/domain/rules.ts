@@ -107,14 +107,15 @@ export type EntityTagCondition = '*' | readonly string[];
 
 const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7E\x80-\xFF]*"$/;
 
-/** Parses `If-Match` (RFC 9110 13.1.1); a 400 for one that is neither `*` nor a list of entity tags. */
+/**
+ * Parses `If-Match` (RFC 9110 13.1.1). One that is neither `*` nor a list of entity tags matches
+ * nothing: the change is refused with a 412, never applied on a condition that could not be read.
+ */
 export function parseIfMatch(header: string | undefined): EntityTagCondition | undefined {
   if (header === undefined) return undefined;
   if (header.trim() === '*') return '*';
   const tags = header.split(',').map((tag) => tag.trim());
-  if (tags.length === 0 || tags.some((tag) => !ENTITY_TAG.test(tag))) {
-    throw new ApiError(400, 'invalid_request', 'headers/if-match must be * or a list of entity tags such as "3"');
-  }
+  if (tags.some((tag) => !ENTITY_TAG.test(tag))) return [];
   // Weak tags never match for If-Match, which compares strongly.
   return tags.filter((tag) => !tag.startsWith('W/'));
 }

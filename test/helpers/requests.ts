@@ -30,6 +30,7 @@ export interface Schema {
   maxLength?: number;
   pattern?: string;
   format?: string;
+  uniqueItems?: boolean;
   properties?: Record<string, Schema>;
   required?: string[];
   minProperties?: number;
@@ -68,6 +69,8 @@ export interface Operation {
   secured: boolean;
   /** Declares a 201: a success stores what was sent. */
   creates: boolean;
+  /** The statuses it documents. */
+  documented: string[];
 }
 
 const document = contract.dereferenced;
@@ -92,7 +95,8 @@ function operationsOf(): Operation[] {
       if (operation === undefined) continue;
       const declared = [...(item?.parameters ?? []), ...(operation.parameters ?? [])] as OpenAPIV3_1.ParameterObject[];
       const body = operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined;
-      const json = body?.content['application/json']?.schema;
+      // Each body comes in one JSON media type (application/json, or a merge patch's).
+      const json = Object.values(body?.content ?? {})[0]?.schema;
       found.push({
         id: operation.operationId ?? `${method} ${template}`,
         method: method.toUpperCase(),
@@ -104,6 +108,7 @@ function operationsOf(): Operation[] {
             : { required: body.required === true, mediaTypes: Object.keys(body.content), schema: json },
         secured: (operation.security ?? document.security ?? []).length > 0,
         creates: operation.responses['201'] !== undefined,
+        documented: Object.keys(operation.responses),
       });
     }
   }
@@ -283,11 +288,13 @@ export function validValue(schema: Schema): fc.Arbitrary<unknown> {
       return fc.constant(null);
     case 'string':
       return validString(schema);
-    case 'array':
-      return fc.array(validValue(schema.items ?? {}), {
-        minLength: schema.minItems ?? 0,
-        maxLength: Math.min(schema.maxItems ?? 5, 5),
-      });
+    case 'array': {
+      const length = { minLength: schema.minItems ?? 0, maxLength: Math.min(schema.maxItems ?? 5, 5) };
+      const items = validValue(schema.items ?? {});
+      return schema.uniqueItems === true
+        ? fc.uniqueArray(items, { ...length, selector: (item) => JSON.stringify(item) })
+        : fc.array(items, length);
+    }
     case 'object':
       return validObject(schema);
     default:
@@ -301,7 +308,16 @@ function validInteger(schema: Schema): fc.Arbitrary<number> {
   return fc.oneof(fc.constantFrom(low, high), fc.bigInt({ min: BigInt(low), max: BigInt(high) }).map(Number));
 }
 
+/**
+ * A URL a server may be told to call: on loopback, the only network a test may send to (the
+ * fuzzer's server allows it; a port nothing listens on).
+ */
+const loopbackUrl = fc
+  .tuple(fc.constantFrom('http', 'https'), fc.stringMatching(/^[a-z0-9-]{0,20}$/))
+  .map(([scheme, path]) => `${scheme}://127.0.0.1:1/${path}`);
+
 function validString(schema: Schema): fc.Arbitrary<string> {
+  if (schema.format === 'uri') return loopbackUrl.filter((text) => accepts(schema, text));
   const unit = characterFor(schema.pattern);
   const low = schema.minLength ?? 0;
   const high = Math.max(low, Math.min(schema.maxLength ?? 64, 4096));
@@ -349,6 +365,7 @@ const HONOURED = new Set([
   'items',
   'minItems',
   'maxItems',
+  'uniqueItems',
   'properties',
   'required',
   'additionalProperties',
@@ -362,12 +379,13 @@ const HONOURED = new Set([
   'title',
   'deprecated',
 ]);
-const HONOURED_FORMATS = new Set(['int64']);
+const HONOURED_FORMATS = new Set(['int64', 'uri']);
 
 /** Where a schema uses a keyword (or format) validValue does not honour: values it makes may be refused. */
 export function unhonouredKeywords(schema: Schema, at: string): string[] {
+  // `x-` keywords are the contract's annotations (x-transitions): they constrain no value.
   const found = Object.keys(schema)
-    .filter((keyword) => !HONOURED.has(keyword))
+    .filter((keyword) => !HONOURED.has(keyword) && !keyword.startsWith('x-'))
     .map((keyword) => `${at}/${keyword}`);
   if (schema.format !== undefined && !HONOURED_FORMATS.has(schema.format)) found.push(`${at}/format: ${schema.format}`);
   const children: [string, Schema][] = [

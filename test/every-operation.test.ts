@@ -1,0 +1,101 @@
+// The answers every operation gives alike, whatever it does: each one of the contract is asked, so
+// a new operation is covered without naming it here.
+import t from 'tap';
+import { issueKey } from '../src/auth/api-keys.js';
+import { type Storage, StorageUnavailableError } from '../src/storage/types.js';
+import { listen, parseRawResponse, rawExchange, startApi, type TestApi } from './helpers/api.js';
+import { assertConforms, contract } from './helpers/contract.js';
+
+type ContractOperation = (typeof contract.operations)[number];
+
+const urlOf = ({ path }: ContractOperation) => `${contract.basePath}${path.replace(/\{[^}]+\}/g, '1')}`;
+
+function call(api: TestApi, operation: ContractOperation, headers: Record<string, string> = api.auth) {
+  const { method, requestMediaType } = operation;
+  const body =
+    requestMediaType === undefined ? {} : { payload: '{}', headers: { ...headers, 'content-type': requestMediaType } };
+  return api.request({ method, url: urlOf(operation), headers, ...body });
+}
+
+const withBody = contract.operations.filter(({ requestMediaType }) => requestMediaType !== undefined);
+
+t.test('every operation: 401 without a key, 429 over the per-key limit', async (t) => {
+  const api = await startApi(t, { rateLimit: { perMinute: 1, authFailuresPerMinute: 0 } });
+  for (const operation of contract.operations) {
+    t.equal((await call(api, operation, {})).statusCode, 401, `${operation.operationId} without a key`);
+  }
+  for (const operation of contract.operations) {
+    // Each key may make one request a minute: its second is refused before anything else.
+    const account = await api.storage.accounts.findAccount('tests');
+    const { key } = await issueKey(api.storage.accounts, account?.id ?? 0);
+    const headers = { authorization: `Bearer ${key}` };
+    await call(api, operation, headers);
+    t.equal((await call(api, operation, headers)).statusCode, 429, `${operation.operationId} over the limit`);
+  }
+});
+
+t.test('every operation: 503 while the database cannot serve, 500 for a fault of ours', async (t) => {
+  let failure: Error | undefined;
+  const api = await startApi(t, {
+    storageSeenByServer: (storage): Storage => ({
+      ...storage,
+      accounts: {
+        ...storage.accounts,
+        findPrincipal: async (hash) => {
+          if (failure !== undefined) throw failure;
+          return storage.accounts.findPrincipal(hash);
+        },
+      },
+    }),
+  });
+  for (const [error, status] of [
+    [new StorageUnavailableError('the database is restarting'), 503],
+    [new Error('a bug'), 500],
+  ] as const) {
+    failure = error;
+    for (const operation of contract.operations) {
+      const answer = await call(api, operation);
+      t.equal(answer.statusCode, status, `${operation.operationId}: ${error.message}`);
+      if (status === 503) t.ok(Number(answer.headers['retry-after']) > 0, 'with Retry-After');
+    }
+  }
+});
+
+t.test('every operation with a body: 413 over 16 KiB, 415 for another media type', async (t) => {
+  const api = await startApi(t);
+  for (const operation of withBody) {
+    const large = await api.request({
+      method: operation.method,
+      url: urlOf(operation),
+      headers: { ...api.auth, 'content-type': operation.requestMediaType ?? '' },
+      payload: `{"name":"${'x'.repeat(17 * 1024)}"}`,
+    });
+    t.equal(large.statusCode, 413, `${operation.operationId} over 16 KiB`);
+    const other = await api.request({
+      method: operation.method,
+      url: urlOf(operation),
+      headers: { ...api.auth, 'content-type': 'text/plain' },
+      payload: 'hello',
+    });
+    t.equal(other.statusCode, 415, `${operation.operationId} in text/plain`);
+  }
+});
+
+t.test('every operation with a body: 408 when the body does not arrive in time', async (t) => {
+  const api = await startApi(t, { connections: { requestTimeoutMs: 600, maxConnections: 100 } });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  await Promise.all(
+    withBody.map(async (operation) => {
+      // Two bytes of ten, then nothing.
+      const raw = await rawExchange(
+        port,
+        `${operation.method} ${urlOf(operation)} HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+          `Content-Type: ${operation.requestMediaType ?? ''}\r\nContent-Length: 10\r\n\r\n{}`,
+      );
+      const answer = parseRawResponse(raw);
+      assertConforms(operation.method, urlOf(operation), answer);
+      t.equal(answer.statusCode, 408, `${operation.operationId} with a body that stops coming`);
+    }),
+  );
+});
