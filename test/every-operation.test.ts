@@ -19,20 +19,32 @@ function call(api: TestApi, operation: ContractOperation, headers: Record<string
 
 const withBody = contract.operations.filter(({ requestMediaType }) => requestMediaType !== undefined);
 
-t.test('every operation: 401 without a key, 429 over the per-key limit', async (t) => {
-  const api = await startApi(t, { rateLimit: { perMinute: 1, authFailuresPerMinute: 0 } });
-  for (const operation of contract.operations) {
-    t.equal((await call(api, operation, {})).statusCode, 401, `${operation.operationId} without a key`);
-  }
-  for (const operation of contract.operations) {
-    // Each key may make one request a minute: its second is refused before anything else.
-    const account = await api.storage.accounts.findAccount('tests');
-    const { key } = await issueKey(api.storage.accounts, account?.id ?? 0);
-    const headers = { authorization: `Bearer ${key}` };
-    await call(api, operation, headers);
-    t.equal((await call(api, operation, headers)).statusCode, 429, `${operation.operationId} over the limit`);
-  }
-});
+t.test(
+  'every operation: 401 without a key, 400 for a query parameter it does not declare, 429 over the limit',
+  async (t) => {
+    const api = await startApi(t, { rateLimit: { perMinute: 1, authFailuresPerMinute: 0 } });
+    for (const operation of contract.operations) {
+      t.equal((await call(api, operation, {})).statusCode, 401, `${operation.operationId} without a key`);
+    }
+    const unlimited = await startApi(t);
+    for (const operation of contract.operations) {
+      const answer = await unlimited.request({
+        method: operation.method,
+        url: `${urlOf(operation)}?bogus=1`,
+        headers: unlimited.auth,
+      });
+      t.equal(answer.statusCode, 400, `${operation.operationId} with ?bogus=1`);
+    }
+    for (const operation of contract.operations) {
+      // Each key may make one request a minute: its second is refused before anything else.
+      const account = await api.storage.accounts.findAccount('tests');
+      const { key } = await issueKey(api.storage.accounts, account?.id ?? 0);
+      const headers = { authorization: `Bearer ${key}` };
+      await call(api, operation, headers);
+      t.equal((await call(api, operation, headers)).statusCode, 429, `${operation.operationId} over the limit`);
+    }
+  },
+);
 
 t.test('every operation: 503 while the database cannot serve, 500 for a fault of ours', async (t) => {
   let failure: Error | undefined;

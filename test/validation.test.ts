@@ -130,7 +130,7 @@ t.test('status filter and cursor are validated', async (t) => {
   }
 });
 
-const takesLimitStatusCursor = 'is not a parameter of this operation; it takes limit, status, cursor';
+const takesLimitStatusCursor = 'is not a parameter of this operation; it takes limit, status, id, cursor';
 const takesNone = 'is not a parameter of this operation; it takes no query parameters';
 
 t.test('listPets refuses a query parameter it does not declare, naming it and those it takes', async (t) => {

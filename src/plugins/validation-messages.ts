@@ -10,6 +10,10 @@ export const PATTERN_WORDS: Record<string, string> = {
   '^(?!\\s*$)[^\\p{Cc}\\p{Cs}]+$': 'must contain a visible character and no control characters',
   '^[A-Za-z0-9_-]+$': 'must be only letters, digits, "-" and "_"',
   '^[\\x21-\\x7E]+$': 'must be only visible ASCII characters (no spaces)',
+  '^[0-9]+$': 'must be only digits',
+  '^"[0-9]+"$': 'must be digits in double quotes',
+  '^whsec_[A-Za-z0-9+/]+={0,2}$': 'must be whsec_ and base64',
+  '^[a-z][a-z0-9_]*$': 'must be lower-case letters, digits and "_", starting with a letter',
 };
 
 /** The words for the keywords whose Ajv message is not plain enough. */
