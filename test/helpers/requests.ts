@@ -173,6 +173,16 @@ export function parameterAccepts(schema: Schema, text: string): boolean {
       return DECIMAL_NUMBER.test(text) && accepts(schema, Number(text));
     case 'boolean':
       return (text === 'true' || text === 'false') && accepts(schema, text === 'true');
+    case 'array': {
+      // The contract's arrays are `style: form, explode: false`: comma-separated items.
+      const items = text.split(',');
+      const itemSchema = schema.items ?? {};
+      const numeric = typeOf(itemSchema) === 'integer' || typeOf(itemSchema) === 'number';
+      return (
+        items.every((item) => parameterAccepts(itemSchema, item)) &&
+        accepts(schema, numeric ? items.map(Number) : items)
+      );
+    }
     default:
       return accepts(schema, text);
   }
@@ -402,6 +412,7 @@ export function toJson(value: unknown): string {
 
 /** A parameter's value as text (how a query, path or header carries it). */
 function asText(value: unknown): string {
+  if (Array.isArray(value)) return value.map(asText).join(',');
   return typeof value === 'string' ? value : toJson(value);
 }
 
