@@ -158,6 +158,20 @@ t.test('a revoked key is refused by every instance on the next request', async (
   t.equal((await cluster.call(1, '/pets')).status, 401);
 });
 
+t.test('a rotated key is refused by every instance once its grace period ends', async (t) => {
+  const cluster = await startCluster(t, await (await sharedPostgres()).newDatabase(t));
+  const env = { DATABASE_URL: cluster.databaseUrl };
+  const id = /^(\d+)\t/m.exec((await runCli(['keys', 'list', 'ops'], env)).stdout)?.[1] ?? '';
+  const rotated = await runCli(['keys', 'rotate', id, '--grace', '5s'], env);
+  t.equal(rotated.code, 0, rotated.stderr);
+  const started = Date.now();
+  t.equal((await cluster.call(0, '/pets')).status, 200, 'the old key works on one instance during its grace period');
+  t.equal((await cluster.call(1, '/pets')).status, 200, 'and on the other');
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 5100 - Date.now())));
+  t.equal((await cluster.call(0, '/pets')).status, 401, 'then every instance refuses it');
+  t.equal((await cluster.call(1, '/pets')).status, 401);
+});
+
 t.test('instances started together on an empty database migrate it once', async (t) => {
   const databaseUrl = await (await sharedPostgres()).newDatabase(t);
   const starts = await Promise.all(
