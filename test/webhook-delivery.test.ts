@@ -204,6 +204,54 @@ t.test('a shutdown gives back an attempt still in flight, and the next start sen
   });
 });
 
+t.test('a shutdown that begins while the worker is claiming gives that claim back unsent', async (t) => {
+  const receiver = await startReceiver(t);
+  let holding = false;
+  let claiming: () => void = () => undefined;
+  let stopping: () => void = () => undefined;
+  const claimed = new Promise<void>((resolve) => (claiming = resolve));
+  const stopped = new Promise<void>((resolve) => (stopping = resolve));
+  const api = await start(t, {
+    webhooks: PATIENT,
+    // The real queue; a claim that took something returns only once the worker stops listening (its stop began).
+    storageSeenByServer: (storage) => ({
+      ...storage,
+      deliveries: {
+        ...storage.deliveries,
+        claim: async (...args) => {
+          const taken = await storage.deliveries.claim(...args);
+          if (holding && taken.length > 0) {
+            claiming();
+            await stopped;
+          }
+          return taken;
+        },
+        onCommit: (listener) => {
+          const unlisten = storage.deliveries.onCommit(listener);
+          return () => {
+            unlisten();
+            stopping();
+          };
+        },
+      },
+    }),
+  });
+  await subscribed(api, receiver.url, ['pet.created']);
+  holding = true;
+  await api.createPet({ name: 'Rex', categoryId: 1 });
+  await claimed;
+  await api.app.close();
+  const deliveryState = await deliveryStateOf(t, api);
+  // Anything sent after the close would have arrived by now.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.equal(receiver.received.length, 0, 'nothing is sent once the shutdown began');
+  t.same(
+    await deliveryState(),
+    { delivery: { state: 'pending', attempts: 0, leased: false }, recorded: [] },
+    'the claim is given back, for the next start to send',
+  );
+});
+
 t.test('a shutdown waits for an attempt answered within its grace, and records it', async (t) => {
   const receiver = await startReceiver(
     t,
