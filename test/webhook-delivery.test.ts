@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { startMetricsServer } from '../src/metrics/server.js';
 import { projectRoot } from '../src/paths.js';
+import type { DeliveryQueue, Storage } from '../src/storage/types.js';
 import type { TapTest, TestApi } from './helpers/api.js';
 import { probeDatabase } from './helpers/backend.js';
 import { samples, scrapeUrl } from './helpers/prometheus.js';
@@ -11,6 +12,11 @@ import { declaredEvents, eventually, FAST, patch, start, subscribed, verified } 
 
 /** A receiver's answer that never comes: the request stays open until the sender gives up. */
 const never = () => new Promise<never>(() => undefined);
+
+/** What the server sees of the storage: the real one, with these of its delivery queue's methods in their stead. */
+function queueSeen(replace: (queue: DeliveryQueue) => Partial<DeliveryQueue>): (storage: Storage) => Storage {
+  return (storage) => ({ ...storage, deliveries: { ...storage.deliveries, ...replace(storage.deliveries) } });
+}
 
 /** The API's metrics served on a listener of their own, as the server does; returns a scrape. */
 async function metricsEndpoint(t: TapTest, api: TestApi): Promise<() => Promise<string>> {
@@ -214,27 +220,23 @@ t.test('a shutdown that begins while the worker is claiming gives that claim bac
   const api = await start(t, {
     webhooks: PATIENT,
     // The real queue; a claim that took something returns only once the worker stops listening (its stop began).
-    storageSeenByServer: (storage) => ({
-      ...storage,
-      deliveries: {
-        ...storage.deliveries,
-        claim: async (...args) => {
-          const taken = await storage.deliveries.claim(...args);
-          if (holding && taken.length > 0) {
-            claiming();
-            await stopped;
-          }
-          return taken;
-        },
-        onCommit: (listener) => {
-          const unlisten = storage.deliveries.onCommit(listener);
-          return () => {
-            unlisten();
-            stopping();
-          };
-        },
+    storageSeenByServer: queueSeen((queue) => ({
+      claim: async (...args) => {
+        const taken = await queue.claim(...args);
+        if (holding && taken.length > 0) {
+          claiming();
+          await stopped;
+        }
+        return taken;
       },
-    }),
+      onCommit: (listener) => {
+        const unlisten = queue.onCommit(listener);
+        return () => {
+          unlisten();
+          stopping();
+        };
+      },
+    })),
   });
   await subscribed(api, receiver.url, ['pet.created']);
   holding = true;
@@ -276,16 +278,12 @@ t.test('the worker polls no faster than its interval while attempts are in fligh
   const api = await start(t, {
     webhooks: { ...FAST, retrySchedule: [0, 50], pollMs: 1000 },
     // The real queue, its claims counted.
-    storageSeenByServer: (storage) => ({
-      ...storage,
-      deliveries: {
-        ...storage.deliveries,
-        claim: (...args) => {
-          claimed += 1;
-          return storage.deliveries.claim(...args);
-        },
+    storageSeenByServer: queueSeen((queue) => ({
+      claim: (...args) => {
+        claimed += 1;
+        return queue.claim(...args);
       },
-    }),
+    })),
   });
   const claims = async () => claimed;
   let release: () => void = () => undefined;

@@ -111,7 +111,7 @@ export class Dispatcher {
       }
       for (const delivery of claimed) this.attempt(delivery);
       if (claimed.length === room) this.again = true;
-    } while (this.again && !this.stopping);
+    } while (this.again);
     await this.pruneNow();
   }
 
