@@ -4,18 +4,8 @@ import t from 'tap';
 import { CounterFamily, HistogramFamily } from '../src/metrics/series.js';
 import { listen, rawExchange, startApi, temporaryDirectory, type TestApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
+import { samples } from './helpers/prometheus.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
-
-/** The samples of one metric in Prometheus text: `name{labels} value` lines, by their label part. */
-function samples(text: string, name: string): Map<string, number> {
-  const found = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const space = line.lastIndexOf(' ');
-    found.set(line.slice(name.length, space), Number(line.slice(space + 1)));
-  }
-  return found;
-}
 
 async function scrape(api: TestApi): Promise<string> {
   if (api.metrics === undefined) throw new Error('started without metrics');

@@ -59,6 +59,8 @@ export class Dispatcher {
   private readonly leaseMs: number;
   private stopping = false;
   private pumping = false;
+  /** The pump under way, which a stop waits for. */
+  private pumped: Promise<void> = Promise.resolve();
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
@@ -88,7 +90,7 @@ export class Dispatcher {
       return;
     }
     this.pumping = true;
-    void this.pump()
+    this.pumped = this.pump()
       .catch(this.onError)
       .finally(() => {
         this.pumping = false;
@@ -102,9 +104,14 @@ export class Dispatcher {
       const room = this.settings.concurrency - this.inFlight.size;
       if (room <= 0) return;
       const claimed = await this.queue.claim(room, this.leaseMs);
+      if (this.stopping) {
+        // A stop began while claiming: what was taken goes back unattempted.
+        if (claimed.length > 0) await this.queue.release(claimed.map((delivery) => delivery.id));
+        return;
+      }
       for (const delivery of claimed) this.attempt(delivery);
       if (claimed.length === room) this.again = true;
-    } while (this.again && !this.stopping);
+    } while (this.again);
     await this.pruneNow();
   }
 
@@ -150,6 +157,7 @@ export class Dispatcher {
     this.stopping = true;
     clearTimeout(this.timer);
     this.unlisten?.();
+    await this.pumped;
     const pending = [...this.inFlight.keys()];
     const finished = Promise.all(this.inFlight.values()).then(() => true);
     const timedOut = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), SHUTDOWN_GRACE_MS).unref());

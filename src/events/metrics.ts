@@ -3,7 +3,7 @@ import type { AttemptOutcome, DeliveryQueue } from '../storage/types.js';
 
 type Backlog = Awaited<ReturnType<DeliveryQueue['backlog']>>;
 
-/** The delivery worker's metrics, in the service's registry (docs/operating.md has an alert on them). */
+/** The delivery worker's metrics, in the service's registry (docs/events.md has an alert on them). */
 export class DeliveryMetrics {
   private readonly attempts: Counter<'event_type' | 'outcome'>;
   private readonly latency: Histogram;

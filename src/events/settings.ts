@@ -15,7 +15,7 @@ export interface WebhookSettings {
   retentionMs: number;
   /** Attempts in flight at once, per instance. */
   concurrency: number;
-  /** How often due messages are looked for when nothing wakes the worker. */
+  /** How often due messages are looked for when nothing wakes the worker (WEBHOOK_POLL_INTERVAL). */
   pollMs: number;
 }
 
@@ -65,6 +65,8 @@ function durationSetting(name: string, value: string | undefined, fallback: numb
 /** The WEBHOOK_* variables (docs/configuration.md). */
 export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
   const schedule = env.WEBHOOK_RETRY_SCHEDULE;
+  const pollMs = durationSetting('WEBHOOK_POLL_INTERVAL', env.WEBHOOK_POLL_INTERVAL, DEFAULT_WEBHOOKS.pollMs);
+  if (pollMs === 0) throw new Error('WEBHOOK_POLL_INTERVAL must be longer than 0, or the worker never rests');
   return {
     ...DEFAULT_WEBHOOKS,
     timeoutMs: durationSetting('WEBHOOK_TIMEOUT', env.WEBHOOK_TIMEOUT, DEFAULT_WEBHOOKS.timeoutMs),
@@ -80,5 +82,6 @@ export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
       DEFAULT_WEBHOOKS.disableAfterMs,
     ),
     retentionMs: durationSetting('WEBHOOK_RETENTION', env.WEBHOOK_RETENTION, DEFAULT_WEBHOOKS.retentionMs),
+    pollMs,
   };
 }

@@ -1,4 +1,5 @@
 import { eventIdOf, type EventType, type WebhookDelivery, type WebhookEndpoint } from '../events/types.js';
+import type { ClaimedDelivery } from './types.js';
 
 /** A webhook endpoint's row, as both backends select it (times in Unix milliseconds). */
 export interface EndpointRow {
@@ -64,38 +65,27 @@ export function attemptOf(row: AttemptRow): WebhookDelivery {
   return attempt;
 }
 
-/** A claimed message's row, as both backends return it. */
-export interface ClaimRow {
-  id: number;
-  attempt: number;
-  eventId: number;
-  eventType: EventType;
-  body: string;
-  committedAt: number;
-  endpointId: number;
-  url: string;
+/**
+ * A claimed message's row, as both backends return it: the delivery's fields, but the secrets as
+ * stored (the previous one until its grace ends) and null where the delivery has undefined.
+ */
+export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince'> & {
   secret: string;
   previousSecret: string | null;
   previousSecretExpiresAt: number | null;
   failingSince: number | null;
-}
+};
 
 export const CLAIM_COLUMNS = `d.id, d.attempts AS attempt, e.id AS "eventId", e.type AS "eventType", e.body,
   e.created_at AS "committedAt", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
   w.previous_secret_expires_at AS "previousSecretExpiresAt", w.failing_since AS "failingSince"`;
 
-export function claimedOf(row: ClaimRow, now: number) {
-  const graceLasts = row.previousSecret !== null && Number(row.previousSecretExpiresAt) > now;
+export function claimedOf(row: ClaimRow, now: number): ClaimedDelivery {
+  const { secret, previousSecret, previousSecretExpiresAt, failingSince, ...delivery } = row;
+  const graceLasts = previousSecret !== null && Number(previousSecretExpiresAt) > now;
   return {
-    id: row.id,
-    attempt: row.attempt,
-    eventId: row.eventId,
-    eventType: row.eventType,
-    body: row.body,
-    committedAt: row.committedAt,
-    endpointId: row.endpointId,
-    url: row.url,
-    secrets: graceLasts && row.previousSecret !== null ? [row.secret, row.previousSecret] : [row.secret],
-    failingSince: row.failingSince ?? undefined,
+    ...delivery,
+    secrets: graceLasts ? [secret, previousSecret] : [secret],
+    failingSince: failingSince ?? undefined,
   };
 }

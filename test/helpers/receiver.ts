@@ -8,8 +8,13 @@ export interface Received {
   at: number;
 }
 
-/** How the receiver answers a request: a status and headers. */
-export type Answer = (received: Received, index: number) => { status: number; headers?: Record<string, string> };
+interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+}
+
+/** How the receiver answers a request: a status and headers, or a promise of them to hold the request open. */
+export type Answer = (received: Received, index: number) => Reply | Promise<Reply>;
 
 /** A real HTTP server on 127.0.0.1 that records what it is sent and answers as `answer` says. */
 export async function startReceiver(t: Teardown, answer: Answer = () => ({ status: 204 })) {
@@ -22,13 +27,21 @@ export async function startReceiver(t: Teardown, answer: Answer = () => ({ statu
     request.on('end', () => {
       const entry = { headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
       received.push(entry);
-      const { status, headers = {} } = respond(entry, received.length - 1);
-      response.writeHead(status, headers).end();
+      void Promise.resolve(respond(entry, received.length - 1)).then(({ status, headers = {} }) => {
+        if (!response.destroyed) response.writeHead(status, headers).end();
+      });
       for (const waiter of waiters.filter((w) => received.length >= w.count)) waiter.resolve();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise((resolve) => server.close(resolve)));
+  t.teardown(
+    () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        // Requests a test still holds open would keep the server from closing.
+        server.closeAllConnections();
+      }),
+  );
   server.keepAliveTimeout = 500;
   const { port } = server.address() as AddressInfo;
   return {

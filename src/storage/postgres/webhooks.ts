@@ -232,7 +232,9 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
       (
         await firstRow<{ at: number | null }>(pool, {
           name: 'webhooks-next-due',
-          text: `SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'`,
+          // As the claim sees them: a leased message is due when its lease ends, a disabled endpoint's never.
+          text: `SELECT min(greatest(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
+                 JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled`,
         })
       )?.at ?? undefined,
     backlog: async () => {

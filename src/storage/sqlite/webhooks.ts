@@ -177,8 +177,11 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   const release = db.prepare<[number]>(
     "UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1 WHERE id = ? AND state = 'pending'",
   );
+  // A message in flight is due when its lease ends, and a disabled endpoint's are not due at all:
+  // counting either as due now would have the worker claim in a loop until they settle.
   const nextDue = db.prepare<[], { at: number | null }>(
-    "SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'",
+    `SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
+     JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled = 1`,
   );
   const backlog = db.prepare<[], { pending: number; oldest: number | null }>(
     `SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
