@@ -214,6 +214,12 @@ async function listAll(call: Client): Promise<Map<number, Pet>> {
   return pets;
 }
 
+/** The pets `load` was answered 201 for that the deployment does not have. */
+async function lostPets(call: Client, load: SteadyLoad): Promise<Pet[]> {
+  const stored = await listAll(call);
+  return load.created.filter((pet) => !stored.has(pet.id));
+}
+
 function summary(outcomes: Outcome[]): string {
   const counts = new Map<string, number>();
   for (const { operation } of outcomes) counts.set(operation, (counts.get(operation) ?? 0) + 1);
@@ -221,6 +227,16 @@ function summary(outcomes: Outcome[]): string {
 }
 
 const LOAD_PER_SECOND = 100;
+
+/** A deployment under a steady load, running for a second already. */
+async function underLoad(t: Teardown, keyedCreates = false) {
+  const deployment = await startDeployment(t);
+  const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
+  const load = new SteadyLoad(call, LOAD_PER_SECOND, keyedCreates);
+  load.start();
+  await sleep(1000);
+  return { deployment, call, load };
+}
 
 t.test('deploy/haproxy.cfg: accepted as shipped, its error files the contract Error body', async (t) => {
   const documented = {
@@ -271,11 +287,7 @@ t.test(
   'rolling restart under load: SIGTERM, start, healthy, then the other: no failed request',
   { skip },
   async (t) => {
-    const deployment = await startDeployment(t);
-    const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
-    const load = new SteadyLoad(call, LOAD_PER_SECOND);
-    load.start();
-    await sleep(1000);
+    const { deployment, call, load } = await underLoad(t);
     for (const i of [0, 1]) {
       const name = `instance${i + 1}`;
       t.equal(await deployment.instances[i]?.stop('SIGTERM'), 0, `${name} drains and exits 0`);
@@ -290,9 +302,7 @@ t.test(
     const failed = outcomes.filter((outcome) => outcome.failure !== undefined);
     t.comment(`rolling restart: ${outcomes.length} requests (${summary(outcomes)}), ${failed.length} failed`);
     t.same(failed, [], 'no request failed: no 5xx, no reset, no answer outside the contract');
-    const stored = await listAll(call);
-    const lost = load.created.filter((pet) => !stored.has(pet.id));
-    t.same(lost, [], `every one of the ${load.created.length} acknowledged pets is stored`);
+    t.same(await lostPets(call, load), [], `every one of the ${load.created.length} acknowledged pets is stored`);
   },
 );
 
@@ -300,11 +310,7 @@ t.test(
   'SIGKILL under load: reads are retried on the other instance; at most its in-flight requests fail',
   { skip },
   async (t) => {
-    const deployment = await startDeployment(t);
-    const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
-    const load = new SteadyLoad(call, LOAD_PER_SECOND, true);
-    load.start();
-    await sleep(1000);
+    const { deployment, call, load } = await underLoad(t, true);
     // A request takes a few milliseconds, so a kill at 100 requests a second finds about none in
     // flight. Stopped first (as a hung instance is), the instance holds those the balancer sends it.
     deployment.instances[0]?.child.kill('SIGSTOP');
@@ -343,12 +349,7 @@ t.test(
       [],
       "each failure is the balancer's 502 (deploy/errors/502.http) or a connection it closed unanswered",
     );
-    const stored = await listAll(call);
-    t.same(
-      load.created.filter((pet) => !stored.has(pet.id)),
-      [],
-      `every one of the ${load.created.length} acknowledged pets is stored`,
-    );
+    t.same(await lostPets(call, load), [], `every one of the ${load.created.length} acknowledged pets is stored`);
   },
 );
 
