@@ -37,5 +37,6 @@ for i in 0 1; do
 done
 "$(command -v haproxy || echo /usr/sbin/haproxy)" -db -f deploy/haproxy.cfg &
 pids+=($!)
-echo "balancer: https://$PETSTORE_LB_ADDRESS/v1 (stats: http://${PETSTORE_LB_STATS:-127.0.0.1:8404}/stats)"
+echo "balancer: https://$PETSTORE_LB_ADDRESS/v1 (stats: http://${PETSTORE_LB_STATS:-127.0.0.1:8404}/stats," \
+  "runtime API: ${PETSTORE_LB_ADMIN_SOCKET:-/tmp/petstore-haproxy.sock})"
 wait -n
