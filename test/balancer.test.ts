@@ -129,8 +129,9 @@ interface Outcome {
 const EXPECTED: Record<string, number> = { listPets: 200, getPet: 200, createPet: 201, updatePet: 200 };
 
 /**
- * An open loop of mixed reads and writes at a steady rate: a list, a pet by id, a create (with an
- * Idempotency-Key when `keyedCreates`), a rename, in turn. Every acknowledged create is kept.
+ * An open loop of mixed reads and writes at a steady rate: a list, a pet by id, a create (every
+ * other one with an Idempotency-Key when `keyedCreates`), a rename, in turn. Every acknowledged
+ * create is kept.
  */
 class SteadyLoad {
   readonly outcomes: Outcome[] = [];
