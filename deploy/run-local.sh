@@ -25,7 +25,8 @@ trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' EXIT
 trap 'exit 0' INT TERM
 for i in 0 1; do
   # The balancer connects from 127.0.0.1: the instances take the client's address from it alone.
-  HOST=127.0.0.1 PORT=${ports[$i]} METRICS_PORT=$((9465 + i)) TRUST_PROXY=127.0.0.1 \
+  # SHUTDOWN_DELAY_MS: on SIGTERM, not ready but serving until HAProxy's checks take it out.
+  HOST=127.0.0.1 PORT=${ports[$i]} METRICS_PORT=$((9465 + i)) TRUST_PROXY=127.0.0.1 SHUTDOWN_DELAY_MS=3000 \
     PUBLIC_URL="https://$PETSTORE_LB_ADDRESS" node dist/src/server.js &
   pids+=($!)
   export "PETSTORE_INSTANCE_$((i + 1))=127.0.0.1:${ports[$i]}"

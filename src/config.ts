@@ -26,6 +26,8 @@ export interface Config {
   metrics: { host: string; port: number } | undefined;
   /** Webhook delivery (WEBHOOK_*). */
   webhooks: WebhookSettings;
+  /** SHUTDOWN_DELAY_MS: how long a stopping instance keeps serving, not ready, before it closes. */
+  shutdownDelayMs: number;
 }
 
 // Not OFF: a power loss could then corrupt the database, against the durability the README promises.
@@ -223,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhooks: webhookSettingsFrom(env),
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     tls: tlsFrom(env),
+    shutdownDelayMs: wholeNumber('SHUTDOWN_DELAY_MS', env.SHUTDOWN_DELAY_MS, 0, 0),
     overload: {
       maxEventLoopDelayMs: wholeNumber(
         'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS',

@@ -56,7 +56,11 @@ async function main(): Promise<void> {
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, 'shutting down');
+    app.log.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
+    // Behind a balancer: not ready, still serving, until its health checks have taken this
+    // instance out; only then is the listener closed (docs/deploy.md).
+    app.stopBeingReady();
+    await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
     await app.close();
     await metricsServer?.close();
     redis?.disconnect();

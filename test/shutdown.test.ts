@@ -69,3 +69,30 @@ t.test('SIGTERM is not held up by a client that ignores an error answer and keep
   t.match(answer, /^HTTP\/1\.1 400 /, 'the client got its answer and still keeps its end open');
   t.equal(await server.stop('SIGTERM'), 0, 'the process exits 0 all the same');
 });
+
+t.test('with SHUTDOWN_DELAY_MS, a stopping instance is not ready but serves until the delay ends', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  const key = await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl, SHUTDOWN_DELAY_MS: '3000' });
+  const origin = server.baseUrl.replace(/\/v1$/, '');
+  // /readyz is served outside the contract (decisions.md); the API's answers are checked against it.
+  const readiness = () => fetch(`${origin}/readyz`);
+  const listPets = () =>
+    conformingFetch(new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
+  t.equal((await readiness()).status, 200, 'ready before the signal');
+
+  const signalled = Date.now();
+  const exited = server.stop('SIGTERM');
+  while (!server.output().includes(`"msg":"shutting down"`)) await new Promise((resolve) => setTimeout(resolve, 20));
+  const notReady = await readiness();
+  t.equal(notReady.status, 503, '/readyz answers 503 at once: a balancer stops sending');
+  t.equal(notReady.headers.get('retry-after'), '1');
+  t.match(await notReady.json(), { code: 'service_unavailable', status: 503 });
+  t.equal((await listPets()).status, 200, 'requests are still served meanwhile');
+  const fresh = await open(Number(new URL(origin).port));
+  t.pass('and new connections accepted');
+  fresh.destroy();
+  t.equal(await exited, 0, 'then it closes and exits 0');
+  t.ok(Date.now() - signalled >= 3000, 'not before the delay');
+  t.match(server.output(), /"delayMs":3000,"msg":"shutting down"/);
+});

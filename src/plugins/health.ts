@@ -21,6 +21,16 @@ const SHUTTING_DOWN = new ApiError(
   },
 );
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * From now on /readyz answers 503, while everything else is still served: a balancer stops
+     * sending before the listener closes (SHUTDOWN_DELAY_MS). Closing the app does it too.
+     */
+    stopBeingReady(): void;
+  }
+}
+
 /**
  * `/healthz`: the process is up (even when overloaded: restarting it would not help). `/readyz`:
  * the database answers, the server is not shedding load and not shutting down, so a load balancer
@@ -30,6 +40,9 @@ async function healthPlugin(app: FastifyInstance, { storage, overloaded }: Healt
   // New connections are refused once closing begins, but a balancer probing over a kept-alive
   // connection still reaches /readyz while in-flight requests finish.
   let shuttingDown = false;
+  app.decorate('stopBeingReady', () => {
+    shuttingDown = true;
+  });
   app.addHook('preClose', (done) => {
     shuttingDown = true;
     done();

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { freePort } from '../../scripts/local-servers.js';
 import { projectRoot } from '../../src/paths.js';
@@ -57,13 +56,6 @@ export interface Balancer {
   states(): Promise<Map<string, string>>;
   /** Resolves once HAProxy's health checks give `server` this state (UP once it answers /readyz). */
   waitFor(server: string, state: 'UP' | 'DOWN'): Promise<void>;
-  /**
-   * Drains `server` (HAProxy's runtime API: `set server instances/<server> state drain`): it gets
-   * no new request. Resolves once it has none in flight.
-   */
-  drain(server: string): Promise<void>;
-  /** Sends `server` requests again (`state ready`) once its checks pass. */
-  ready(server: string): Promise<void>;
   /** Everything HAProxy logged (one line per request). */
   output(): string;
 }
@@ -78,6 +70,7 @@ export async function startBalancer(
   { env = {}, expect = 'UP' }: { env?: Record<string, string>; expect?: 'UP' | 'DOWN' } = {},
 ) {
   const [port, statsPort] = [await freePort(), await freePort()];
+  // Its own runtime API socket, not the shared default in /tmp.
   const adminSocket = join(temporaryDirectory(t), 'admin.sock');
   const settings: Record<string, string> = {
     PETSTORE_LB_CERT: balancerCertificate(t),
@@ -102,8 +95,7 @@ export async function startBalancer(
     await exited;
   });
 
-  // The stats page's CSV: one row per server, its name in column 2, its requests in flight (scur)
-  // in 5 and its check state in 18.
+  // The stats page's CSV: one row per server, its name in column 2 and its check state in 18.
   const serverRows = async () => {
     const csv = await (await fetch(`http://127.0.0.1:${statsPort}/stats;csv`)).text();
     return csv
@@ -112,20 +104,6 @@ export async function startBalancer(
       .filter((row) => row[0] === 'instances');
   };
   const states = async () => new Map((await serverRows()).map((row) => [row[1] ?? '', row[17] ?? '']));
-  const admin = (command: string) =>
-    new Promise<string>((resolve, reject) => {
-      let answer = '';
-      const socket = connect(adminSocket, () => socket.end(`${command}\n`));
-      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
-      socket.on('close', () => (answer.trim() === '' ? resolve(answer) : reject(new Error(`${command}: ${answer}`))));
-      socket.on('error', reject);
-    });
-  const drain = async (server: string) => {
-    await admin(`set server instances/${server} state drain`);
-    const inFlight = async () => Number((await serverRows()).find((row) => row[1] === server)?.[4]);
-    while ((await inFlight()) !== 0) await new Promise((resolve) => setTimeout(resolve, 20));
-  };
-  const ready = (server: string) => admin(`set server instances/${server} state ready`).then(() => undefined);
   const waitFor = async (server: string, state: 'UP' | 'DOWN') => {
     const deadline = Date.now() + 15_000;
     for (;;) {
@@ -141,8 +119,6 @@ export async function startBalancer(
     origin: `https://127.0.0.1:${port}`,
     states,
     waitFor,
-    drain,
-    ready,
     output: () => output,
   } satisfies Balancer;
 }
