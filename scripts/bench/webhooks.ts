@@ -323,7 +323,9 @@ async function deliveryAndLatency(table: Table, dir: string, receiver: Receiver,
     const acknowledged = new Map(answered.filter((a) => a.status === 201).map((a) => [a.id, a.at]));
     await receiver.quiet(acknowledged.size);
     const latency = commitToReceipt(acknowledged, (await receiver.report()).arrivals);
-    return { delivery, latency: { ...latency, creates: total, refused: total - acknowledged.size } };
+    const statuses: Record<string, number> = {};
+    for (const { status } of answered) statuses[status] = (statuses[status] ?? 0) + 1;
+    return { delivery, latency: { ...latency, statuses, refused: total - acknowledged.size } };
   });
 }
 
@@ -352,7 +354,7 @@ function describe(rounds: CreateRound[], { delivery, latency }: Measured): strin
     `shed as 503: ${shed('project')} subscribed, ${shed('baseline')} not.`,
     `Delivery: ${count(delivery.backlog)} events waiting at the server's start; between the 10% and 90% arrivals`,
     `${count(delivery.perSecond)} events/s (${count(delivery.events)} in ${ms(delivery.windowMs)} ms), server CPU ${count(delivery.serverCpuUs)} µs/event, receiver ${count(delivery.receiverCpuUs)}; ${delivery.repeated} repeated.`,
-    `Commit to receipt at ${LIGHT_LOAD_RPS} creates/s (${count(latency.creates)} creates, ${latency.refused} not 201, ${latency.missing} never received, ${latency.strays} other):`,
+    `Commit to receipt at ${LIGHT_LOAD_RPS} creates/s (answers ${JSON.stringify(latency.statuses)}; ${latency.missing} never received, ${latency.strays} other):`,
     `  from the 201 at the client: ${spread(latency.fromAck)}`,
     `  from the payload's timestamp: ${spread(latency.fromTimestamp)}`,
   ];
