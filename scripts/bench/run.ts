@@ -16,6 +16,7 @@ import { expectedResponses, loadRequests, probe, SCENARIOS, type Scenario, scena
 import { BASELINE, NO_METRICS, PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
 import { benchSettings } from './settings.js';
 import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
+import { webhooksPart } from './webhooks.js';
 
 const settings = benchSettings();
 // An unknown name is an error before anything starts.
@@ -162,6 +163,8 @@ async function main(): Promise<void> {
       results.push({ name: 'load held', rows: [], ...(await overloadPart(small, join(dir, 'project'), settings)) });
     }
   }
+  if (parts.has('webhooks'))
+    results.push({ name: 'webhooks', ...(await webhooksPart(join(dir, 'webhooks'), settings, log)) });
   if (parts.has('postgres')) {
     log('PostgreSQL: starting an embedded server');
     const backend = await postgresBackend();
