@@ -31,6 +31,8 @@ const MAX_P99_RATIO = 3;
 const OPEN_LOOP_CONNECTIONS = 1000;
 const SERVERS = [
   { ...PROJECT, name: 'protected' },
+  // What the burst allowance costs at the onset of overload: shedding at the target alone.
+  { ...PROJECT, name: 'no burst allowance', env: { OVERLOAD_BURST_CPU_MS: '0' } },
   { ...PROJECT, name: 'unprotected', env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
 ];
 
@@ -142,7 +144,8 @@ export async function overloadPart(
       burstResults.table,
       '',
       `Load held: get-one on the 10k table, open loop at half and 2x the closed-loop capacity (up to ${OPEN_LOOP_CONNECTIONS}`,
-      `connections at 2x), each for ${time} s; protected = the defaults, unprotected = OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0.`,
+      `connections at 2x), each for ${time} s; protected = the defaults, no burst allowance = OVERLOAD_BURST_CPU_MS=0,`,
+      'unprotected = OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0.',
       'Second half: the requests due after the first half of the run, past the onset. The generator shares the',
       "machine: its send lag (past each request's due time, when it had a free connection) counts in every latency.",
       textTable(header, rows, 2),
