@@ -106,12 +106,16 @@ class LoopWatch {
 }
 
 /**
- * Turns of the event loop closer together than this follow one another without a pause. Not less:
- * a process that shares its CPU is set aside for a few milliseconds now and then, most of all
- * under the load that makes an episode, and the request then read after a long turn has waited
- * through it all the same (1 ms let test/overload.test.ts serve it, on a loaded machine).
+ * Turns of the event loop between which it waited for I/O less than this follow one another without
+ * a pause. Counted in the loop's idle time, not the wall clock's: a process that shares its CPU is
+ * set aside for milliseconds now and then, most of all under the load that makes an episode, and a
+ * request read after a long turn has then waited through it all the same (a 5 ms wall-clock gap
+ * let test/overload.test.ts serve such a request on a loaded machine).
  */
-const BACK_TO_BACK_MS = 5;
+const BACK_TO_BACK_IDLE_MS = 1;
+
+/** How long the event loop has waited for I/O since the process started, in ms (libuv's count). */
+const loopIdleMs = () => performance.eventLoopUtilization().idle;
 
 /**
  * How long a request read now may have waited. A turn of the event loop reads what arrived during
@@ -124,17 +128,19 @@ const BACK_TO_BACK_MS = 5;
 class TurnWatch {
   #started = 0;
   #previousStarted = 0;
-  #previousEnded = -Infinity;
+  /** The loop's idle time when the turn before ended. */
+  #previousEndedIdle = -Infinity;
   #open = false;
   readonly #close = () => {
     this.#open = false;
-    this.#previousEnded = performance.now();
+    this.#previousEndedIdle = loopIdleMs();
   };
 
   waited(now: number): number {
     if (!this.#open) {
       this.#open = true;
-      this.#previousStarted = now - this.#previousEnded < BACK_TO_BACK_MS ? this.#started : now;
+      const backToBack = loopIdleMs() - this.#previousEndedIdle < BACK_TO_BACK_IDLE_MS;
+      this.#previousStarted = backToBack ? this.#started : now;
       this.#started = now;
       setImmediate(this.#close);
     }
