@@ -3,15 +3,8 @@ import t from 'tap';
 import { burst } from '../scripts/bench/load.js';
 import { DEFAULT_OVERLOAD, type OverloadSettings } from '../src/settings.js';
 import type { Pet, Storage } from '../src/storage/types.js';
-import {
-  type ConformingResponse,
-  conformingFetch,
-  parseRawResponse,
-  rawExchange,
-  startApi,
-  type TapTest,
-  type TestApi,
-} from './helpers/api.js';
+import type { ConformingResponse, TapTest, TestApi } from './helpers/api.js';
+import { conformingFetch, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
 import { newDatabase } from './helpers/backend.js';
 import { assertConforms } from './helpers/contract.js';
 import { startServerProcess } from './helpers/process.js';
@@ -22,6 +15,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const LIMIT_MS = 50;
 const HOLD_MS = 120;
 const STALL_MS = 150;
+const SLOW_RETRY_AFTER_SECONDS = 3;
 /** Less than one held read's CPU time: a queue of two of them outlasts it. */
 const SMALL_BURST_CPU_MS = 60;
 /** The issue's burst: what a batch import with some concurrency sends an idle server at once. */
@@ -44,7 +38,7 @@ async function slowServer(t: TapTest, settings: Partial<OverloadSettings>, holdM
     metrics: true,
     overload: {
       maxEventLoopDelayMs: LIMIT_MS,
-      retryAfterSeconds: 3,
+      retryAfterSeconds: SLOW_RETRY_AFTER_SECONDS,
       sampleIntervalMs: 10,
       burstCpuMs: SMALL_BURST_CPU_MS,
       ...settings,
@@ -162,22 +156,32 @@ t.test('a queue whose work fits the allowance is served whole, however long its 
   t.equal((await api.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'no overload episode');
 });
 
+/**
+ * A slow server's standing queue (clientsUntilShed), shed: served until then, and a 503 with the
+ * Error body and the server's Retry-After, which /readyz answers too.
+ */
+async function shedStandingQueue(t: TapTest, settings: Partial<OverloadSettings>, holdMs: number) {
+  const server = await slowServer(t, settings, holdMs);
+  const seen = await clientsUntilShed(server.api, server.port, server.getPet);
+  const retryAfter = String(settings.retryAfterSeconds ?? SLOW_RETRY_AFTER_SECONDS);
+  t.same([...new Set(seen.statuses)].sort(), [200, 503], 'served until the queue stood, then shed');
+  t.same(seen.shed?.json(), {
+    code: 'service_unavailable',
+    message: 'The server is overloaded; retry shortly',
+    status: 503,
+  });
+  t.equal(seen.shed?.headers['retry-after'], retryAfter);
+  t.same(seen.ready, { statusCode: 503, retryAfter }, '/readyz tells the load balancer to send no more');
+  return { ...server, ...seen };
+}
+
 t.test(
   'a queue that outlasts the allowance is shed with a 503 past the limit; /readyz says so; it recovers',
   async (t) => {
-    const { api, port, getPet } = await slowServer(t, {}, 2 * LIMIT_MS);
-    const { statuses, shed, ready } = await clientsUntilShed(api, port, getPet);
-    t.same([...new Set(statuses)].sort(), [200, 503], 'served until the queue stood, then shed');
-    t.same(shed?.json(), {
-      code: 'service_unavailable',
-      message: 'The server is overloaded; retry shortly',
-      status: 503,
-    });
-    t.equal(shed?.headers['retry-after'], '3');
+    const { api, port, getPet, statuses, shed } = await shedStandingQueue(t, {}, 2 * LIMIT_MS);
     t.equal(shed?.headers['cache-control'], 'no-store');
     t.equal(shed?.headers['x-content-type-options'], 'nosniff');
     t.match(shed?.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an id of its own, as any answer has');
-    t.same(ready, { statusCode: 503, retryAfter: '3' }, '/readyz tells the load balancer to send no more');
     t.equal((await api.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, '/healthz: the process is up');
     const text = (await api.metrics?.registry.metrics()) ?? '';
     const sheds = statuses.filter((status) => status === 503).length;
@@ -306,18 +310,7 @@ t.test('a burst of 500 concurrent creates, then one of 500 reads, on an idle ser
 t.test(
   'a standing queue at the defaults is shed: 503 with Retry-After, /readyz says so, then ready again',
   async (t) => {
-    const { api, port, getPet } = await slowServer(t, DEFAULT_OVERLOAD, 2 * DEFAULT_OVERLOAD.maxEventLoopDelayMs);
-    const { statuses, shed, ready } = await clientsUntilShed(api, port, getPet);
-    t.same([...new Set(statuses)].sort(), [200, 503], 'served until the queue stood, then shed');
-    t.same(shed?.json(), {
-      code: 'service_unavailable',
-      message: 'The server is overloaded; retry shortly',
-      status: 503,
-    });
-    const retryAfter = String(DEFAULT_OVERLOAD.retryAfterSeconds);
-    t.equal(shed?.headers['retry-after'], retryAfter);
-    t.same(ready, { statusCode: 503, retryAfter }, '/readyz: not ready while shedding');
-
+    const { api } = await shedStandingQueue(t, DEFAULT_OVERLOAD, 2 * DEFAULT_OVERLOAD.maxEventLoopDelayMs);
     // A second without a shed ends the episode.
     await sleep(1_200);
     t.equal((await api.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again');
