@@ -245,6 +245,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         DEFAULT_OVERLOAD.sampleIntervalMs,
         1,
       ),
+      burstCpuMs: wholeNumber('OVERLOAD_BURST_CPU_MS', env.OVERLOAD_BURST_CPU_MS, DEFAULT_OVERLOAD.burstCpuMs, 0),
     },
   };
 }

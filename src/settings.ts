@@ -29,15 +29,24 @@ export interface OverloadSettings {
   retryAfterSeconds: number;
   /** How often the loop watch's timer is due (ms): a busy stretch shorter than this goes unseen. */
   sampleIntervalMs: number;
+  /**
+   * How much of the process's CPU time (ms) the loop may spend behind past `maxEventLoopDelayMs`
+   * before shedding begins: a burst cleared within it is served whole, a queue that stands longer
+   * is shed (CoDel's interval, counted in the process's own work). 0: shed as soon as it is behind.
+   */
+  burstCpuMs: number;
 }
 
 /**
  * A request read 25 ms into a saturated turn is shed. 10 ms served twice the load no faster (p99
  * 108 against 113 ms) but also shed ~2% of a closed loop of 50 clients listing 100 pets, a server
- * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held").
+ * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held"). A burst of 500
+ * concurrent creates or reads costs 140-310 ms of CPU (a busy 2-core machine): 500 ms serves it
+ * whole; twice the capacity then queues that long before shedding begins.
  */
 export const DEFAULT_OVERLOAD: OverloadSettings = {
   maxEventLoopDelayMs: 25,
   retryAfterSeconds: 1,
   sampleIntervalMs: 10,
+  burstCpuMs: 500,
 };

@@ -87,15 +87,21 @@ t.test('metrics listen on METRICS_HOST:METRICS_PORT, loopback 9464 by default; o
   t.throws(() => loadConfig({ METRICS_PORT: 'no' }), /METRICS_PORT must be an integer from 0 to 65535, or off/);
 });
 
-t.test('overload: OVERLOAD_MAX_EVENT_LOOP_DELAY_MS (0 turns shedding off), Retry-After and sampling', async (t) => {
-  t.same(loadConfig({}).overload, { maxEventLoopDelayMs: 25, retryAfterSeconds: 1, sampleIntervalMs: 10 });
+t.test('overload: OVERLOAD_MAX_EVENT_LOOP_DELAY_MS (0 turns shedding off), Retry-After, sampling, burst', async (t) => {
+  t.same(loadConfig({}).overload, {
+    maxEventLoopDelayMs: 25,
+    retryAfterSeconds: 1,
+    sampleIntervalMs: 10,
+    burstCpuMs: 500,
+  });
   t.same(
     loadConfig({
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
       OVERLOAD_RETRY_AFTER_SECONDS: '5',
       OVERLOAD_SAMPLE_INTERVAL_MS: '250',
+      OVERLOAD_BURST_CPU_MS: '0',
     }).overload,
-    { maxEventLoopDelayMs: 0, retryAfterSeconds: 5, sampleIntervalMs: 250 },
+    { maxEventLoopDelayMs: 0, retryAfterSeconds: 5, sampleIntervalMs: 250, burstCpuMs: 0 },
   );
   t.throws(
     () => loadConfig({ OVERLOAD_RETRY_AFTER_SECONDS: '0' }),

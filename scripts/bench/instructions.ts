@@ -48,8 +48,15 @@ function subjectOf(name: string, spec: ServerSpec, scenario: string, status?: nu
   return { name, spec, env, scenario: found, status: status ?? found.expect.status };
 }
 
-/** The smallest budget: a request read over 1 ms into a turn that follows another as long is shed. */
-const SHED_ALL = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '1', OVERLOAD_SAMPLE_INTERVAL_MS: '1' };
+/**
+ * The smallest budget: a request read over 1 ms into a turn that follows another as long is shed,
+ * with no burst allowance first.
+ */
+const SHED_ALL = {
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '1',
+  OVERLOAD_SAMPLE_INTERVAL_MS: '1',
+  OVERLOAD_BURST_CPU_MS: '0',
+};
 /**
  * Refusals the table's scenarios never see: the project set to refuse a scenario's requests. The
  * 429s on GET /v1/pets, as no-key-401: getPet's deprecation headers cost any answer of it more.

@@ -20,12 +20,15 @@ export interface Measurement extends Omit<Tally, 'latencies'> {
 
 export const newTally = (): Tally => ({ seconds: 0, statuses: {}, errors: 0, latencies: [] });
 
+function percentile(values: number[], fraction: number): number {
+  const sorted = Float64Array.from(values).sort();
+  return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
+}
+
 export function measure({ seconds, statuses, errors, latencies }: Tally): Measurement {
   const responses = Object.values(statuses).reduce((sum, n) => sum + n, 0);
-  const sorted = Float64Array.from(latencies).sort();
-  const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))] ?? NaN;
   const rps = seconds > 0 ? responses / seconds : 0;
-  return { seconds, statuses, errors, rps, p99Ms: at(0.99), responses };
+  return { seconds, statuses, errors, rps, p99Ms: percentile(latencies, 0.99), responses };
 }
 
 const count = (statuses: Record<string, number>, status: string, n = 1) =>
@@ -80,6 +83,19 @@ export interface OpenLoopOptions {
   connections: number;
 }
 
+/** An open loop's measurement, with what the load generator itself cost and how late it sent. */
+export interface OpenLoopMeasurement extends Measurement {
+  /**
+   * p99 of how late the generator wrote the requests it had a free connection for, past when each
+   * was due: its own lag (its timer, its CPU), which counts in every latency it reports.
+   */
+  sendLagP99Ms: number;
+  /** This process's CPU time (user + system) per request sent, in µs. */
+  generatorCpuUs: number;
+  /** p99 of the requests served that were due in the second half of the run: the load sustained. */
+  secondHalfP99Ms: number;
+}
+
 /** How long after the last request is due the answers are awaited; what is still out then failed. */
 const OPEN_LOOP_GRACE_MS = 5_000;
 
@@ -90,7 +106,13 @@ const OPEN_LOOP_GRACE_MS = 5_000;
  * begins with all connections sending at once and a quick 503 only brings the next request sooner.
  * Latencies are kept for 2xx answers only (the requests served); errors are requests never answered.
  */
-export async function openLoop({ origin, request, rate, seconds, connections }: OpenLoopOptions): Promise<Measurement> {
+export async function openLoop({
+  origin,
+  request,
+  rate,
+  seconds,
+  connections,
+}: OpenLoopOptions): Promise<OpenLoopMeasurement> {
   const { hostname, port } = new URL(origin);
   const tally = newTally();
   /** Due times of requests waiting for a connection. */
@@ -98,6 +120,12 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
   const opened: Socket[] = [];
   const idle: Socket[] = [];
   const inFlight = new Map<Socket, { due: number; received: string }>();
+  const sendLags: number[] = [];
+  const secondHalf: number[] = [];
+  const cpuBefore = process.cpuUsage();
+  const start = performance.now();
+  const halfway = start + (seconds * 1000) / 2;
+  const total = Math.round(rate * seconds);
   const send = (socket: Socket, due: number) => {
     inFlight.set(socket, { due, received: '' });
     socket.write(request());
@@ -111,7 +139,11 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
     if (headEnd === -1 || out.received.length < headEnd + 4 + Number(length ?? 0)) return;
     const status = out.received.slice(9, 12);
     count(tally.statuses, status);
-    if (status.startsWith('2')) tally.latencies.push(performance.now() - out.due);
+    if (status.startsWith('2')) {
+      const latency = performance.now() - out.due;
+      tally.latencies.push(latency);
+      if (out.due >= halfway) secondHalf.push(latency);
+    }
     inFlight.delete(socket);
     const next = waiting.shift();
     if (next === undefined) idle.push(socket);
@@ -130,8 +162,6 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
     return socket;
   };
 
-  const start = performance.now();
-  const total = Math.round(rate * seconds);
   const dueAt = (index: number) => start + (index * 1000) / rate;
   let sent = 0;
   await new Promise<void>((resolve) => {
@@ -140,7 +170,10 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
       for (; sent < total && dueAt(sent) <= now; sent += 1) {
         const socket = free();
         if (socket === undefined) waiting.push(dueAt(sent));
-        else send(socket, dueAt(sent));
+        else {
+          sendLags.push(now - dueAt(sent));
+          send(socket, dueAt(sent));
+        }
       }
       if (sent === total && (inFlight.size === 0 || now - dueAt(total) > OPEN_LOOP_GRACE_MS)) {
         clearInterval(timer);
@@ -148,8 +181,46 @@ export async function openLoop({ origin, request, rate, seconds, connections }: 
       }
     }, 1);
   });
+  const { user, system } = process.cpuUsage(cpuBefore);
   for (const socket of opened) socket.destroy();
   tally.seconds = (performance.now() - start) / 1000;
   const measured = measure(tally);
-  return { ...measured, errors: total - measured.responses };
+  return {
+    ...measured,
+    errors: total - measured.responses,
+    sendLagP99Ms: percentile(sendLags, 0.99),
+    generatorCpuUs: total > 0 ? (user + system) / total : NaN,
+    secondHalfP99Ms: percentile(secondHalf, 0.99),
+  };
+}
+
+/**
+ * `count` requests at once, as a batch import with some concurrency sends them: each on a
+ * connection of its own, all opened first, then all written in one go, so that they reach the
+ * server together. Each request should ask to close its connection (`Connection: close`).
+ * Resolves with each answer's raw text, in order; an answer cut short is whatever arrived.
+ */
+export async function burst(origin: string, request: (index: number) => string, count: number): Promise<string[]> {
+  const { hostname, port } = new URL(origin);
+  const sockets = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect(Number(port), hostname, () => resolve(socket));
+          socket.on('error', reject);
+        }),
+    ),
+  );
+  const answers = sockets.map(
+    (socket) =>
+      new Promise<string>((resolve) => {
+        let received = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => (received += chunk));
+        socket.on('close', () => resolve(received));
+      }),
+  );
+  sockets.forEach((socket, index) => socket.write(request(index)));
+  return Promise.all(answers);
 }

@@ -189,6 +189,22 @@ export function loadRequests(scenario: Scenario, table: TableContext): autocanno
   ];
 }
 
+/**
+ * A request of the scenario as its bytes on the wire (HTTP/1.1; a chain's first step), with its
+ * own path and body when the scenario varies them; `close` asks the server to close the connection.
+ */
+export function wireRequest(scenario: Scenario, table: TableContext, { close = false } = {}): string {
+  const { method, path, headers, body: fixedBody } = scenario.request(table);
+  const body = scenario.bodyPerRequest?.() ?? fixedBody;
+  const head = Object.entries({
+    host: 'localhost',
+    ...headers,
+    ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+    ...(close ? { connection: 'close' } : {}),
+  }).map(([name, value]) => `${name}: ${value}\r\n`);
+  return `${method} ${scenario.pathPerRequest?.(table) ?? path} HTTP/1.1\r\n${head.join('')}\r\n${body ?? ''}`;
+}
+
 /** A body's shape: key names and JSON types, array lengths, and the values of `code` and `status`. */
 export function shapeOf(value: unknown, key = ''): unknown {
   if (Array.isArray(value))
