@@ -17,6 +17,11 @@ export interface WebhookSettings {
   concurrency: number;
   /** How often due messages are looked for when nothing wakes the worker (WEBHOOK_POLL_INTERVAL). */
   pollMs: number;
+  /**
+   * While the event loop runs this late (ms) or more, the worker claims at most once a poll
+   * interval, yielding to requests (WEBHOOK_YIELD_AT_LOOP_DELAY; 0: never yields).
+   */
+  yieldAtLoopDelayMs: number;
 }
 
 const SECOND = 1000;
@@ -47,6 +52,7 @@ export const DEFAULT_WEBHOOKS: WebhookSettings = {
   retentionMs: 7 * DAY,
   concurrency: 64,
   pollMs: SECOND,
+  yieldAtLoopDelayMs: 5,
 };
 
 const UNITS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY };
@@ -83,5 +89,10 @@ export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
     ),
     retentionMs: durationSetting('WEBHOOK_RETENTION', env.WEBHOOK_RETENTION, DEFAULT_WEBHOOKS.retentionMs),
     pollMs,
+    yieldAtLoopDelayMs: durationSetting(
+      'WEBHOOK_YIELD_AT_LOOP_DELAY',
+      env.WEBHOOK_YIELD_AT_LOOP_DELAY,
+      DEFAULT_WEBHOOKS.yieldAtLoopDelayMs,
+    ),
   };
 }
