@@ -1,6 +1,6 @@
 import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue } from '../storage/types.js';
 import { AddressGuard } from './address-guard.js';
-import { LoopLag } from './loop-lag.js';
+import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
@@ -10,7 +10,7 @@ import { eventIdOf } from './types.js';
 const SHUTDOWN_GRACE_MS = 5000;
 /** How often delivered and dead messages past the retention are pruned. */
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
-/** While the event loop is late, how soon the worker looks again whether it still is. */
+/** While the event loop is busy, how soon the worker looks again whether it still is. */
 const YIELD_RECHECK_MS = 50;
 
 /** Within ±10% of `delay`, so that endpoints failing together do not retry together. */
@@ -62,7 +62,7 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
  * Delivery is background work on the event loop that serves the API, so it is done in batches and
  * yields to requests: it claims once half its places are free (not one message per finished
  * attempt), records the attempts finished in one turn of the loop in one transaction, asks when the
- * next message is due only when it found none due now, and while the loop is late (LoopLag) claims
+ * next message is due only when it found none due now, and while the loop is busy (LoopLoad) claims
  * at most once a poll interval, letting the backlog wait until the load drops.
  */
 export class Dispatcher {
@@ -71,7 +71,7 @@ export class Dispatcher {
   private readonly leaseMs: number;
   /** A finished attempt wakes the worker once this many places are free: claims come in batches. */
   private readonly batch: number;
-  private readonly loop: LoopLag;
+  private readonly loop: LoopLoad;
   private stopping = false;
   private pumping = false;
   /** The pump under way, which a stop waits for. */
@@ -95,7 +95,7 @@ export class Dispatcher {
     // A lease outlives the attempt it covers: another instance takes it only if this one died.
     this.leaseMs = settings.timeoutMs + 30_000;
     this.batch = Math.ceil(settings.concurrency / 2);
-    this.loop = new LoopLag(settings.yieldAtLoopDelayMs);
+    this.loop = new LoopLoad(settings.yieldAtLoopUtilization);
   }
 
   start(): void {
@@ -127,13 +127,13 @@ export class Dispatcher {
   }
 
   private async pump(): Promise<PumpEnd> {
-    let end: PumpEnd = 'busy';
+    let end: PumpEnd;
     do {
       this.again = false;
       const room = this.settings.concurrency - this.inFlight.size;
       if (room <= 0) return 'busy';
       const now = Date.now();
-      if (this.loop.late() && now - this.lastClaim < this.settings.pollMs) return 'yielding';
+      if (this.loop.busy() && now - this.lastClaim < this.settings.pollMs) return 'yielding';
       this.lastClaim = now;
       const claimed = await this.queue.claim(room, this.leaseMs);
       if (this.stopping) {
