@@ -175,9 +175,10 @@ export class Dispatcher {
         body: delivery.body,
         secrets: delivery.secrets,
       });
-      const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
-      this.metrics?.attempted(outcome, Date.now());
+      const [outcome, answeredAt] = [outcomeOf(delivery, result, attemptedAt, this.settings), Date.now()];
+      // Counted once recorded, so that the counters never run ahead of the backlog gauge.
       await this.record(outcome);
+      this.metrics?.attempted(outcome, answeredAt);
     })()
       .catch(this.onError)
       .finally(() => {
