@@ -62,8 +62,9 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
  * Delivery is background work on the event loop that serves the API, so it is done in batches and
  * yields to requests: it claims once half its places are free (not one message per finished
  * attempt), records the attempts finished in one turn of the loop in one transaction, asks when the
- * next message is due only when it found none due now, and while the loop is busy (LoopLoad) claims
- * at most once a poll interval, letting the backlog wait until the load drops.
+ * next message is due only when it found none due now, and while the loop is busy (LoopLoad) or
+ * requests wait for the database (PostgreSQL's pool) claims at most once a poll interval, letting
+ * the backlog wait until the load drops.
  */
 export class Dispatcher {
   private readonly sender: Sender;
@@ -133,7 +134,8 @@ export class Dispatcher {
       const room = this.settings.concurrency - this.inFlight.size;
       if (room <= 0) return 'busy';
       const now = Date.now();
-      if (this.loop.busy() && now - this.lastClaim < this.settings.pollMs) return 'yielding';
+      const serving = this.loop.busy() || (await this.queue.saturated());
+      if (serving && now - this.lastClaim < this.settings.pollMs) return 'yielding';
       this.lastClaim = now;
       const claimed = await this.queue.claim(room, this.leaseMs);
       if (this.stopping) {

@@ -226,6 +226,11 @@ export interface DeliveryQueue {
    * instance meanwhile is ignored.
    */
   settle(outcomes: readonly AttemptOutcome[]): Promise<void>;
+  /**
+   * Whether requests are waiting for the database now (PostgreSQL: for a connection of the pool),
+   * when the worker holds back; SQLite answers no, its load shows on the event loop.
+   */
+  saturated(): Promise<boolean>;
   /** Gives claimed messages back, unattempted (a shutdown). */
   release(ids: readonly number[]): Promise<void>;
   /** When the next pending message is due, if any. */

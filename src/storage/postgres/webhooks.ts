@@ -269,6 +269,7 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
           });
         }
       }),
+    saturated: async () => pool.waitingCount > 0,
     release: async (ids) => {
       await rows(pool, {
         text: `UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1

@@ -235,6 +235,7 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
       return claim.immediate(at, leaseMs, limit).map((row) => claimedOf(row, at));
     },
     settle: async (outcomes) => settleAll.immediate(outcomes),
+    saturated: async () => false,
     release: async (ids) => releaseAll.immediate(ids),
     nextDueAt: async () => nextDue.get()?.at ?? undefined,
     backlog: async () => {
