@@ -177,10 +177,9 @@ export class Dispatcher {
         body: delivery.body,
         secrets: delivery.secrets,
       });
-      const [outcome, answeredAt] = [outcomeOf(delivery, result, attemptedAt, this.settings), Date.now()];
-      // Counted once recorded, so that the counters never run ahead of the backlog gauge.
+      const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
+      this.metrics?.attempted(outcome, Date.now());
       await this.record(outcome);
-      this.metrics?.attempted(outcome, answeredAt);
     })()
       .catch(this.onError)
       .finally(() => {
