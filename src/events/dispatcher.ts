@@ -1,5 +1,6 @@
 import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue } from '../storage/types.js';
 import { AddressGuard } from './address-guard.js';
+import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
@@ -9,6 +10,8 @@ import { eventIdOf } from './types.js';
 const SHUTDOWN_GRACE_MS = 5000;
 /** How often delivered and dead messages past the retention are pruned. */
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** While the event loop is busy, how soon the worker looks again whether it still is. */
+const YIELD_RECHECK_MS = 50;
 
 /** Within ±10% of `delay`, so that endpoints failing together do not retry together. */
 function jittered(delay: number): number {
@@ -48,15 +51,28 @@ export function outcomeOf(
   return { ...base, ...answer, next: delay === undefined ? 'dead' : attemptedAt + delay, disable };
 }
 
+/** Why a pump stopped claiming, which decides when the worker looks again. */
+type PumpEnd = 'drained' | 'busy' | 'yielding';
+
 /**
  * The delivery worker of one instance: claims due messages (leased, so instances never send the
  * same attempt), sends them, records each attempt. Woken when events commit, and by a timer for
  * retries coming due.
+ *
+ * Delivery is background work on the event loop that serves the API, so it is done in batches and
+ * yields to requests: it claims once half its places are free (not one message per finished
+ * attempt), records the attempts finished in one turn of the loop in one transaction, asks when the
+ * next message is due only when it found none due now, and while the loop is busy (LoopLoad) or
+ * requests wait for the database (PostgreSQL's pool) claims at most once a poll interval, letting
+ * the backlog wait until the load drops.
  */
 export class Dispatcher {
   private readonly sender: Sender;
   private readonly inFlight = new Map<number, Promise<void>>();
   private readonly leaseMs: number;
+  /** A finished attempt wakes the worker once this many places are free: claims come in batches. */
+  private readonly batch: number;
+  private readonly loop: LoopLoad;
   private stopping = false;
   private pumping = false;
   /** The pump under way, which a stop waits for. */
@@ -65,6 +81,10 @@ export class Dispatcher {
   private timer: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   private lastPrune = 0;
+  private lastClaim = -Infinity;
+  /** Attempts finished in this turn of the loop, recorded together when it ends. */
+  private finished: AttemptOutcome[] = [];
+  private recorded: Promise<void> | undefined;
 
   constructor(
     private readonly queue: DeliveryQueue,
@@ -75,11 +95,14 @@ export class Dispatcher {
     this.sender = new Sender(new AddressGuard(settings.allowedNetworks), settings.timeoutMs);
     // A lease outlives the attempt it covers: another instance takes it only if this one died.
     this.leaseMs = settings.timeoutMs + 30_000;
+    this.batch = Math.ceil(settings.concurrency / 2);
+    this.loop = new LoopLoad(settings.yieldAtLoopUtilization);
   }
 
   start(): void {
     this.unlisten = this.queue.onCommit(() => this.wake());
     this.metrics?.watchBacklog(() => this.queue.backlog());
+    this.loop.start();
     this.wake();
   }
 
@@ -91,34 +114,55 @@ export class Dispatcher {
     }
     this.pumping = true;
     this.pumped = this.pump()
+      .then(
+        (end) => this.schedule(end),
+        (error: unknown) => {
+          this.onError(error);
+          return this.schedule('drained');
+        },
+      )
       .catch(this.onError)
       .finally(() => {
         this.pumping = false;
-        if (!this.stopping) void this.schedule().catch(this.onError);
       });
   }
 
-  private async pump(): Promise<void> {
+  private async pump(): Promise<PumpEnd> {
+    let end: PumpEnd;
     do {
       this.again = false;
       const room = this.settings.concurrency - this.inFlight.size;
-      if (room <= 0) return;
+      if (room <= 0) return 'busy';
+      const now = Date.now();
+      const serving = this.loop.busy() || (await this.queue.saturated());
+      if (serving && now - this.lastClaim < this.settings.pollMs) return 'yielding';
+      this.lastClaim = now;
       const claimed = await this.queue.claim(room, this.leaseMs);
       if (this.stopping) {
         // A stop began while claiming: what was taken goes back unattempted.
         if (claimed.length > 0) await this.queue.release(claimed.map((delivery) => delivery.id));
-        return;
+        return 'busy';
       }
       for (const delivery of claimed) this.attempt(delivery);
-      if (claimed.length === room) this.again = true;
+      end = claimed.length < room ? 'drained' : 'busy';
+      if (end === 'busy') this.again = true;
     } while (this.again);
     await this.pruneNow();
+    return end;
   }
 
-  /** Sets the timer for the next retry due, or the poll interval, whichever is sooner. */
-  private async schedule(): Promise<void> {
-    const due = await this.queue.nextDueAt();
-    const wait = due === undefined ? this.settings.pollMs : Math.min(this.settings.pollMs, due - Date.now());
+  /**
+   * Sets the timer: when the queue had no more due, for the next retry due or the poll interval,
+   * whichever is sooner; while yielding, to look again shortly; otherwise (attempts in flight will
+   * wake the worker) for the poll interval.
+   */
+  private async schedule(end: PumpEnd): Promise<void> {
+    if (this.stopping) return;
+    let wait = end === 'yielding' ? YIELD_RECHECK_MS : this.settings.pollMs;
+    if (end === 'drained') {
+      const due = await this.queue.nextDueAt();
+      if (due !== undefined) wait = Math.min(wait, due - Date.now());
+    }
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.wake(), Math.max(0, wait));
     this.timer.unref();
@@ -135,14 +179,26 @@ export class Dispatcher {
       });
       const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
       this.metrics?.attempted(outcome, Date.now());
-      await this.queue.settle(outcome);
+      await this.record(outcome);
     })()
       .catch(this.onError)
       .finally(() => {
         this.inFlight.delete(delivery.id);
-        this.wake();
+        if (this.settings.concurrency - this.inFlight.size >= this.batch) this.wake();
       });
     this.inFlight.set(delivery.id, attempted);
+  }
+
+  /** Records `outcome` with the others finished in this turn of the loop, in one transaction. */
+  private record(outcome: AttemptOutcome): Promise<void> {
+    this.finished.push(outcome);
+    this.recorded ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      const outcomes = this.finished;
+      this.finished = [];
+      this.recorded = undefined;
+      return this.queue.settle(outcomes).catch(this.onError);
+    });
+    return this.recorded;
   }
 
   private async pruneNow(): Promise<void> {
@@ -156,6 +212,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.timer);
+    this.loop.stop();
     this.unlisten?.();
     await this.pumped;
     const pending = [...this.inFlight.keys()];

@@ -17,6 +17,11 @@ export interface WebhookSettings {
   concurrency: number;
   /** How often due messages are looked for when nothing wakes the worker (WEBHOOK_POLL_INTERVAL). */
   pollMs: number;
+  /**
+   * While the event loop is busy this share of the time or more (0 to 1), the worker claims at most
+   * once a poll interval, yielding to requests (WEBHOOK_YIELD_AT_UTILIZATION; 1: never yields).
+   */
+  yieldAtLoopUtilization: number;
 }
 
 const SECOND = 1000;
@@ -47,6 +52,7 @@ export const DEFAULT_WEBHOOKS: WebhookSettings = {
   retentionMs: 7 * DAY,
   concurrency: 64,
   pollMs: SECOND,
+  yieldAtLoopUtilization: 0.9,
 };
 
 const UNITS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY };
@@ -60,6 +66,16 @@ export function parseDuration(name: string, value: string): number {
 
 function durationSetting(name: string, value: string | undefined, fallback: number): number {
   return value === undefined || value === '' ? fallback : parseDuration(name, value);
+}
+
+/** A share from 0 to 1, such as 0.9. */
+function shareSetting(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const share = Number(value);
+  if (!/^[0-9.]+$/.test(value.trim()) || !(share >= 0 && share <= 1)) {
+    throw new Error(`${name} must be a share from 0 to 1, such as 0.9; got "${value}"`);
+  }
+  return share;
 }
 
 /** The WEBHOOK_* variables (docs/configuration.md). */
@@ -83,5 +99,10 @@ export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
     ),
     retentionMs: durationSetting('WEBHOOK_RETENTION', env.WEBHOOK_RETENTION, DEFAULT_WEBHOOKS.retentionMs),
     pollMs,
+    yieldAtLoopUtilization: shareSetting(
+      'WEBHOOK_YIELD_AT_UTILIZATION',
+      env.WEBHOOK_YIELD_AT_UTILIZATION,
+      DEFAULT_WEBHOOKS.yieldAtLoopUtilization,
+    ),
   };
 }

@@ -221,8 +221,16 @@ export interface AttemptOutcome {
 export interface DeliveryQueue {
   /** Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`. */
   claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
-  /** Records an attempt; ignored when the lease was lost to another instance meanwhile. */
-  settle(outcome: AttemptOutcome): Promise<void>;
+  /**
+   * Records attempts, in their order, in one transaction; an attempt whose lease was lost to another
+   * instance meanwhile is ignored.
+   */
+  settle(outcomes: readonly AttemptOutcome[]): Promise<void>;
+  /**
+   * Whether requests are waiting for the database now (PostgreSQL: for a connection of the pool),
+   * when the worker holds back; SQLite answers no, its load shows on the event loop.
+   */
+  saturated(): Promise<boolean>;
   /** Gives claimed messages back, unattempted (a shutdown). */
   release(ids: readonly number[]): Promise<void>;
   /** When the next pending message is due, if any. */

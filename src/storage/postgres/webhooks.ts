@@ -1,6 +1,6 @@
 import pg, { type Pool, type PoolClient } from 'pg';
 import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
-import type { DeliveryQueue, WebhookRepository } from '../types.js';
+import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -133,6 +133,41 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
 }
 
 /**
+ * What a batch of settled attempts, in order, leaves of each endpoint's health, as if applied one
+ * by one: `reset` when one succeeded (failing since the first failure after the last success, or
+ * not at all), otherwise failing since the earlier of what it was and the first failure; disabled
+ * with the last reason given.
+ */
+function endpointHealth(settled: readonly AttemptOutcome[]) {
+  const byEndpoint = new Map<
+    number,
+    {
+      endpointId: number;
+      reset: boolean;
+      failingSince: number | null;
+      disable: string | null;
+      disabledAt: number | null;
+    }
+  >();
+  for (const outcome of settled) {
+    const { endpointId } = outcome.delivery;
+    const health = byEndpoint.get(endpointId) ?? {
+      endpointId,
+      reset: false,
+      failingSince: null,
+      disable: null,
+      disabledAt: null,
+    };
+    if (outcome.next === 'delivered') Object.assign(health, { reset: true, failingSince: null });
+    else health.failingSince ??= outcome.attemptedAt;
+    if (outcome.disable !== undefined)
+      Object.assign(health, { disable: outcome.disable, disabledAt: outcome.attemptedAt });
+    byEndpoint.set(endpointId, health);
+  }
+  return byEndpoint.values();
+}
+
+/**
  * The queue of messages, shared by every instance: a claim takes due rows with FOR UPDATE SKIP
  * LOCKED and leases them, so two instances never take the same attempt, and a dead instance's
  * claims come due again when their lease ends.
@@ -177,50 +212,64 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
       });
       return claimed.map((row) => claimedOf(row, at));
     },
-    settle: async (outcome) =>
+    settle: async (outcomes) =>
       transaction(pool, async (client) => {
-        const { delivery, next } = outcome;
-        const pending = typeof next === 'number';
-        const settled = await rows(client, {
+        const pending = (outcome: AttemptOutcome) => typeof outcome.next === 'number';
+        const updated = await rows<{ id: string }>(client, {
           name: 'webhooks-settle',
-          text: `UPDATE webhook_deliveries SET state = $1, next_attempt_at = $2, lease_until = NULL, settled_at = $3
-                 WHERE id = $4 AND attempts = $5 AND state = 'pending' RETURNING id`,
+          text: `UPDATE webhook_deliveries d SET state = s.state, next_attempt_at = s.next_at, lease_until = NULL,
+                   settled_at = s.settled_at
+                 FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::bigint[], $5::bigint[])
+                   AS s (id, attempt, state, next_at, settled_at)
+                 WHERE d.id = s.id AND d.attempts = s.attempt AND d.state = 'pending' RETURNING d.id`,
           values: [
-            pending ? 'pending' : next,
-            pending ? next : outcome.attemptedAt,
-            pending ? null : outcome.attemptedAt,
-            delivery.id,
-            delivery.attempt,
+            outcomes.map((o) => o.delivery.id),
+            outcomes.map((o) => o.delivery.attempt),
+            outcomes.map((o) => (pending(o) ? 'pending' : o.next)),
+            outcomes.map((o) => (pending(o) ? o.next : o.attemptedAt)),
+            outcomes.map((o) => (pending(o) ? null : o.attemptedAt)),
           ],
         });
+        const ids = new Set(updated.map((row) => Number(row.id)));
+        const settled = outcomes.filter((outcome) => ids.has(outcome.delivery.id));
         if (settled.length === 0) return;
         await rows(client, {
-          name: 'webhooks-record-attempt',
+          name: 'webhooks-record-attempts',
           text: `INSERT INTO webhook_attempts (endpoint_id, event_id, event_type, attempt, attempted_at,
-                   response_status, error, duration_ms, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+                   response_status, error, duration_ms, next_attempt_at)
+                 SELECT endpoint_id, event_id, event_type, attempt, attempted_at, response_status, error,
+                   duration_ms, next_attempt_at
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[],
+                   $6::integer[], $7::text[], $8::integer[], $9::bigint[]) WITH ORDINALITY
+                   AS a (endpoint_id, event_id, event_type, attempt, attempted_at, response_status, error,
+                     duration_ms, next_attempt_at, n)
+                 ORDER BY n`,
           values: [
-            delivery.endpointId,
-            delivery.eventId,
-            delivery.eventType,
-            delivery.attempt,
-            outcome.attemptedAt,
-            outcome.responseStatus ?? null,
-            outcome.error ?? null,
-            outcome.durationMs,
-            pending ? next : null,
+            settled.map((o) => o.delivery.endpointId),
+            settled.map((o) => o.delivery.eventId),
+            settled.map((o) => o.delivery.eventType),
+            settled.map((o) => o.delivery.attempt),
+            settled.map((o) => o.attemptedAt),
+            settled.map((o) => o.responseStatus ?? null),
+            settled.map((o) => o.error ?? null),
+            settled.map((o) => o.durationMs),
+            settled.map((o) => (pending(o) ? o.next : null)),
           ],
         });
-        await rows(client, {
-          name: 'webhooks-endpoint-health',
-          text: `UPDATE webhook_endpoints SET
-                   failing_since = CASE WHEN $2 THEN NULL ELSE coalesce(failing_since, $3) END,
-                   enabled = enabled AND $4::text IS NULL,
-                   disabled_reason = coalesce($4, disabled_reason),
-                   updated_at = CASE WHEN $4::text IS NULL THEN updated_at ELSE $3 END
-                 WHERE id = $1`,
-          values: [delivery.endpointId, next === 'delivered', outcome.attemptedAt, outcome.disable ?? null],
-        });
+        for (const health of endpointHealth(settled)) {
+          await rows(client, {
+            name: 'webhooks-endpoint-health',
+            text: `UPDATE webhook_endpoints SET
+                     failing_since = CASE WHEN $2 THEN $3 ELSE coalesce(failing_since, $3) END,
+                     enabled = enabled AND $4::text IS NULL,
+                     disabled_reason = coalesce($4, disabled_reason),
+                     updated_at = coalesce($5, updated_at)
+                   WHERE id = $1`,
+            values: [health.endpointId, health.reset, health.failingSince, health.disable, health.disabledAt],
+          });
+        }
       }),
+    saturated: async () => pool.waitingCount > 0,
     release: async (ids) => {
       await rows(pool, {
         text: `UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
-import type { DeliveryQueue, WebhookRepository } from '../types.js';
+import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -195,7 +195,7 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   );
   const pruneAttempts = db.prepare<[number]>('DELETE FROM webhook_attempts WHERE attempted_at < ?');
 
-  const settleTransaction = db.transaction((outcome: Parameters<DeliveryQueue['settle']>[0]) => {
+  const settleOne = (outcome: AttemptOutcome) => {
     const { delivery, next } = outcome;
     const state = typeof next === 'number' ? 'pending' : next;
     const nextAt = typeof next === 'number' ? next : outcome.attemptedAt;
@@ -215,6 +215,9 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     if (next === 'delivered') succeeded.run(delivery.endpointId);
     else failed.run(outcome.attemptedAt, delivery.endpointId);
     if (outcome.disable !== undefined) disable.run(outcome.disable, outcome.attemptedAt, delivery.endpointId);
+  };
+  const settleAll = db.transaction((outcomes: readonly AttemptOutcome[]) => {
+    for (const outcome of outcomes) settleOne(outcome);
   });
   const releaseAll = db.transaction((ids: readonly number[]) => {
     for (const id of ids) release.run(id);
@@ -231,7 +234,8 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
       const at = now();
       return claim.immediate(at, leaseMs, limit).map((row) => claimedOf(row, at));
     },
-    settle: async (outcome) => settleTransaction.immediate(outcome),
+    settle: async (outcomes) => settleAll.immediate(outcomes),
+    saturated: async () => false,
     release: async (ids) => releaseAll.immediate(ids),
     nextDueAt: async () => nextDue.get()?.at ?? undefined,
     backlog: async () => {
