@@ -1,10 +1,16 @@
+import { randomBytes } from 'node:crypto';
+import { copyFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import t from 'tap';
 import { ApiError, type ErrorBody } from '../src/errors.js';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import type { EventType, WebhookDelivery, WebhookEndpoint } from '../src/events/types.js';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { Order } from '../src/storage/types.js';
-import { backend, openDatabase, probeDatabase } from './helpers/backend.js';
+import { migrationsDir } from '../src/paths.js';
+import { migrate } from '../src/storage/sqlite/migrate.js';
+import { backend, newDatabase, openDatabase, probeDatabase, temporaryDirectory } from './helpers/backend.js';
 import { type Received, startReceiver } from './helpers/receiver.js';
 import {
   eventually,
@@ -362,3 +368,77 @@ t.test(`two instances on one database never send the same attempt (${backend})`,
   t.equal(new Set(ids).size, count, 'none twice');
   for (const received of receiver.received) verified(endpoint.secret, received);
 });
+
+t.test('a subscription change applies to the next change, on this instance and on another', async (t) => {
+  const receiver = await startReceiver(t);
+  const one = await start(t);
+  const two = await start(t, { databaseUrl: one.databaseUrl });
+  const create = (api: typeof one, name: string) => api.createPet({ name, categoryId: 1 });
+  // Before anyone subscribes, both write a change: each has looked for subscribers and found none.
+  await create(two, 'Unheard');
+  await create(one, 'Unseen');
+  const endpoint = await subscribed(one, receiver.url, ['pet.created']);
+  await create(one, 'Rex');
+  await create(two, 'Max');
+  await receiver.waitFor(2);
+  t.equal((await patch(one, `/v1/webhooks/${endpoint.id}`, { events: ['pet.deleted'] })).statusCode, 200);
+  await create(one, 'Tom');
+  await create(two, 'Tim');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.same(
+    receiver.received.map((received) => (verified(endpoint.secret, received).data as { name: string }).name).sort(),
+    ['Max', 'Rex'],
+    'the creates made while subscribed, whichever instance made them, and none after',
+  );
+});
+
+t.test('an endpoint removed after a change committed gets nothing of it; the others still do', async (t) => {
+  const [kept, removed] = [await startReceiver(t), await startReceiver(t)];
+  const first = await start(t);
+  const endpoint = await subscribed(first, kept.url, ['pet.created']);
+  const gone = await subscribed(first, removed.url, ['pet.created']);
+  const account = await first.storage.accounts.findAccount('tests');
+  await first.app.close();
+  // A writer whose worker never runs: the change and its event wait in the outbox.
+  const writer = await openDatabase(first.databaseUrl);
+  await writer.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
+  t.ok(await writer.webhooks.remove(account?.id ?? NaN, gone.id), 'one endpoint is removed meanwhile');
+  await writer.close();
+  await (await start(t, { databaseUrl: first.databaseUrl })).app.ready();
+  await kept.waitFor(1);
+  t.match(verified(endpoint.secret, kept.received[0] as Received), { type: 'pet.created', data: { name: 'Rex' } });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.equal(removed.received.length, 0, 'the removed endpoint is sent nothing');
+});
+
+if (backend === 'sqlite') {
+  t.test('a database upgraded with messages waiting delivers each of them once, and then new ones', async (t) => {
+    const receiver = await startReceiver(t);
+    const databaseUrl = await newDatabase(t);
+    // The schema as release 005 left it, with an event whose delivery was made at its commit.
+    const before = temporaryDirectory(t);
+    for (const file of readdirSync(migrationsDir('sqlite')).filter((name) => name < '006')) {
+      copyFileSync(join(migrationsDir('sqlite'), file), join(before, file));
+    }
+    const db = new Database(databaseUrl);
+    t.equal(migrate(db, before), 5);
+    const secret = `whsec_${randomBytes(24).toString('base64')}`;
+    db.exec(`INSERT INTO accounts (name) VALUES ('tests');
+      INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
+        VALUES (1, '${receiver.url}', '["pet.created"]', '${secret}', 0, 0);
+      INSERT INTO webhook_events (type, body, created_at) VALUES ('pet.created',
+        '{"type":"pet.created","timestamp":"2026-11-26T00:00:00.000Z","data":{"id":1,"name":"Old","categoryId":1,"status":"available"}}', 0);
+      INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) VALUES (1, 1, 0);`);
+    db.close();
+    const api = await start(t, { databaseUrl });
+    await api.app.ready();
+    await api.createPet({ name: 'New', categoryId: 1 });
+    await receiver.waitFor(2);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.same(
+      receiver.received.map((received) => (verified(secret, received).data as { name: string }).name).sort(),
+      ['New', 'Old'],
+      'the waiting one and the new one, once each',
+    );
+  });
+}

@@ -79,6 +79,8 @@ export class Dispatcher {
   private pumped: Promise<void> = Promise.resolve();
   private again = false;
   private timer: NodeJS.Timeout | undefined;
+  /** Yielding to requests until the timer looks again: a commit's wake-up changes nothing meanwhile. */
+  private yielding = false;
   private unlisten: (() => void) | undefined;
   private lastPrune = 0;
   private lastClaim = -Infinity;
@@ -106,8 +108,9 @@ export class Dispatcher {
     this.wake();
   }
 
+  /** Looks for due messages now; a commit's `onCommit` calls it, so it is cheap when it need not. */
   wake(): void {
-    if (this.stopping) return;
+    if (this.stopping || this.yielding) return;
     if (this.pumping) {
       this.again = true;
       return;
@@ -164,7 +167,11 @@ export class Dispatcher {
       if (due !== undefined) wait = Math.min(wait, due - Date.now());
     }
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.wake(), Math.max(0, wait));
+    this.yielding = end === 'yielding';
+    this.timer = setTimeout(() => {
+      this.yielding = false;
+      this.wake();
+    }, Math.max(0, wait));
     this.timer.unref();
   }
 

@@ -14,14 +14,18 @@ import {
 } from '../webhook-rows.js';
 
 /**
- * The outbox, written inside the transaction of the change an event describes: the event, and a
- * delivery for each endpoint subscribed to its kind. Nothing is written when none is.
+ * The outbox, written inside the transaction of the change an event describes: the event, with the
+ * endpoints subscribed to its kind at that moment. Nothing is written when none is. The delivery
+ * queue makes the deliveries later (FAN_OUT_BATCH): one row is all a change adds.
  */
 export class Outbox {
   private readonly subscribers;
   private readonly endpoint;
   private readonly insertEvent;
-  private readonly insertDelivery;
+  private readonly dataVersion;
+  /** The subscribers of each kind, as a JSON array of ids, while no endpoint changed. */
+  private readonly subscribersOf = new Map<EventType, string>();
+  private subscribersAt = -1;
   private readonly listeners = new Set<() => void>();
   private wakePending = false;
 
@@ -29,27 +33,51 @@ export class Outbox {
     db: Database.Database,
     private readonly now: () => number,
   ) {
-    this.subscribers = db.prepare<[string], { id: number }>(
-      'SELECT id FROM webhook_endpoints WHERE enabled = 1 AND ? IN (SELECT value FROM json_each(events))',
-    );
-    this.endpoint = db.prepare<[number], { id: number }>(
-      'SELECT id FROM webhook_endpoints WHERE enabled = 1 AND id = ?',
-    );
-    this.insertEvent = db.prepare<[string, string, number], { id: number }>(
-      'INSERT INTO webhook_events (type, body, created_at) VALUES (?, ?, ?) RETURNING id',
-    );
-    this.insertDelivery = db.prepare<[number, number, number]>(
-      'INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) VALUES (?, ?, ?)',
-    );
+    const enabled = 'SELECT json_group_array(id) FROM webhook_endpoints WHERE enabled = 1';
+    this.subscribers = db
+      .prepare<[string], string>(`${enabled} AND ? IN (SELECT value FROM json_each(events))`)
+      .pluck();
+    this.endpoint = db.prepare<[number], string>(`${enabled} AND id = ?`).pluck();
+    this.insertEvent = db
+      .prepare<[string, string, number, string], number>(
+        'INSERT INTO webhook_events (type, body, created_at, endpoints) VALUES (?, ?, ?, ?) RETURNING id',
+      )
+      .pluck();
+    // The cache of subscribers goes when an endpoint's subscription changes: this connection's
+    // changes through a temporary trigger (whichever code makes them), another process's through
+    // data_version, which moves when another connection commits. No transaction changes endpoints
+    // and emits an event, so a rolled-back one cannot leave its subscribers behind in the cache.
+    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    db.function('petstore_subscriptions_changed', { deterministic: false }, () => {
+      this.subscribersOf.clear();
+      return null;
+    });
+    for (const change of ['INSERT', 'UPDATE OF enabled, events', 'DELETE']) {
+      db.exec(`CREATE TEMP TRIGGER webhook_subscriptions_${change.split(' ')[0]?.toLowerCase()}
+        AFTER ${change} ON webhook_endpoints BEGIN SELECT petstore_subscriptions_changed(); END`);
+    }
+  }
+
+  private subscribersFor(type: EventType): string {
+    const version = this.dataVersion.get() as number;
+    if (version !== this.subscribersAt) {
+      this.subscribersOf.clear();
+      this.subscribersAt = version;
+    }
+    const cached = this.subscribersOf.get(type);
+    if (cached !== undefined) return cached;
+    const ids = this.subscribers.get(type) ?? '[]';
+    this.subscribersOf.set(type, ids);
+    return ids;
   }
 
   /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
   emit<K extends EventType>(type: K, data: EventData<K>, onlyEndpoint?: number): number | undefined {
-    const endpoints = onlyEndpoint === undefined ? this.subscribers.all(type) : this.endpoint.all(onlyEndpoint);
-    if (endpoints.length === 0) return undefined;
+    const endpoints =
+      onlyEndpoint === undefined ? this.subscribersFor(type) : (this.endpoint.get(onlyEndpoint) as string);
+    if (endpoints === '[]') return undefined;
     const event = outboxEvent(type, data, this.now());
-    const { id } = this.insertEvent.get(event.type, event.body, event.at) as { id: number };
-    for (const endpoint of endpoints) this.insertDelivery.run(id, endpoint.id, event.at);
+    const id = this.insertEvent.get(event.type, event.body, event.at, endpoints) as number;
     // Transactions are synchronous here: by the time this runs, the change committed or rolled back.
     if (!this.wakePending) {
       this.wakePending = true;
@@ -138,7 +166,34 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
   };
 }
 
+/**
+ * How many events a claim turns into deliveries, at most: enough to stay ahead of the worker (a claim
+ * takes at most its concurrency), few enough that the transaction holds the event loop a millisecond
+ * or two while requests are being served.
+ */
+const FAN_OUT_BATCH = 500;
+
 export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => number): DeliveryQueue {
+  const mark = db.prepare<[], number>('SELECT last_event_id FROM webhook_fan_out').pluck();
+  const batchEnd = db
+    .prepare<[number, number], number | null>(
+      'SELECT max(id) FROM (SELECT id FROM webhook_events WHERE id > ? ORDER BY id LIMIT ?)',
+    )
+    .pluck();
+  // An endpoint removed since the event committed has no delivery made for it.
+  const fanOut = db.prepare<[number, number]>(
+    `INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
+     SELECT e.id, w.id, e.created_at FROM webhook_events e, json_each(e.endpoints) j
+     JOIN webhook_endpoints w ON w.id = j.value WHERE e.id > ? AND e.id <= ? ORDER BY e.id, j.key`,
+  );
+  const advance = db.prepare<[number]>('UPDATE webhook_fan_out SET last_event_id = ?');
+  const fanOutBatch = () => {
+    const from = mark.get() as number;
+    const to = batchEnd.get(from, FAN_OUT_BATCH);
+    if (to === null || to === undefined) return;
+    fanOut.run(from, to);
+    advance.run(to);
+  };
   const due = db.prepare<[number, number, number], { id: number }>(
     `SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
      WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND coalesce(d.lease_until, 0) <= ? AND w.enabled = 1
@@ -153,6 +208,7 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
      JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id ${ids}`,
   );
   const claim = db.transaction((at: number, leaseMs: number, limit: number) => {
+    fanOutBatch();
     const chosen = JSON.stringify(due.all(at, at, limit).map((row) => row.id));
     lease.run(at + leaseMs, chosen);
     return claimed.all(chosen);
@@ -178,20 +234,29 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     "UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1 WHERE id = ? AND state = 'pending'",
   );
   // A message in flight is due when its lease ends, and a disabled endpoint's are not due at all:
-  // counting either as due now would have the worker claim in a loop until they settle.
+  // counting either as due now would have the worker claim in a loop until they settle. Events not
+  // yet made into deliveries are due when they committed.
   const nextDue = db.prepare<[], { at: number | null }>(
-    `SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
-     JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled = 1`,
+    `SELECT min(at) AS at FROM (
+       SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
+       JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled = 1
+       UNION ALL
+       SELECT min(created_at) FROM webhook_events WHERE id > (SELECT last_event_id FROM webhook_fan_out))`,
   );
   const backlog = db.prepare<[], { pending: number; oldest: number | null }>(
-    `SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
-     JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'`,
+    `SELECT sum(pending) AS pending, min(oldest) AS oldest FROM (
+       SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
+       JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'
+       UNION ALL
+       SELECT coalesce(sum(json_array_length(endpoints)), 0), min(created_at) FROM webhook_events
+       WHERE id > (SELECT last_event_id FROM webhook_fan_out))`,
   );
   const pruneDeliveries = db.prepare<[number]>(
     "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND settled_at < ?",
   );
   const pruneEvents = db.prepare<[number]>(
-    'DELETE FROM webhook_events WHERE created_at < ? AND id NOT IN (SELECT event_id FROM webhook_deliveries)',
+    `DELETE FROM webhook_events WHERE created_at < ? AND id <= (SELECT last_event_id FROM webhook_fan_out)
+       AND id NOT IN (SELECT event_id FROM webhook_deliveries)`,
   );
   const pruneAttempts = db.prepare<[number]>('DELETE FROM webhook_attempts WHERE attempted_at < ?');
 
