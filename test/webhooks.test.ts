@@ -442,3 +442,33 @@ if (backend === 'sqlite') {
     );
   });
 }
+
+t.test('changes committed in quick succession are each delivered at once, not at the next poll', async (t) => {
+  const receiver = await startReceiver(t);
+  // PostgreSQL announces an instance's events to the others at most every 100 ms: the instance that
+  // wrote them wakes its own worker as each transaction commits.
+  const api = await start(t, { webhooks: { ...FAST, pollMs: 60_000 } });
+  await api.app.ready();
+  await subscribed(api, receiver.url, ['pet.created']);
+  // Each change after the last was delivered, so the worker is idle, and likely within 100 ms.
+  for (const [index, name] of ['Rex', 'Max', 'Tom', 'Tim'].entries()) {
+    await api.createPet({ name, categoryId: 1 });
+    await receiver.waitFor(index + 1, 5000);
+  }
+  t.equal(receiver.received.length, 4, 'each within seconds, with a poll a minute away');
+});
+
+if (backend === 'postgres') {
+  t.test('every transaction that wrote an event wakes its own worker, however close together', async (t) => {
+    const api = await start(t);
+    await subscribed(api, 'http://127.0.0.1:9/hook', ['pet.created']);
+    const storage = await openDatabase(api.databaseUrl);
+    t.teardown(() => storage.close());
+    let wakes = 0;
+    const stop = storage.deliveries.onCommit(() => (wakes += 1));
+    t.teardown(stop);
+    // Most likely within 100 ms of each other, so PostgreSQL is notified of the first alone.
+    for (let i = 0; i < 5; i += 1) await storage.pets.create({ name: `Pet ${i}`, categoryId: 1, status: 'available' });
+    t.ok(wakes >= 5, `woken ${wakes} times for 5 commits`);
+  });
+}

@@ -76,6 +76,13 @@ export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince'> & {
   failingSince: number | null;
 };
 
+/**
+ * How many events a claim makes into deliveries, at most: enough to stay ahead of the worker (a
+ * claim takes at most its concurrency), few enough that the transaction holds the event loop (on
+ * SQLite) or a connection for a millisecond or two while requests are being served.
+ */
+export const FAN_OUT_BATCH = 500;
+
 export const CLAIM_COLUMNS = `d.id, d.attempts AS attempt, e.id AS "eventId", e.type AS "eventType", e.body,
   e.created_at AS "committedAt", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
   w.previous_secret_expires_at AS "previousSecretExpiresAt", w.failing_since AS "failingSince"`;

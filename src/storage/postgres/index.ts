@@ -55,7 +55,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const claims = new Claims(pool, now);
   await claims.purge();
   const outbox = new Outbox(now);
-  const deliveries = deliveryQueue(pool, options.connectionString, now);
+  const deliveries = deliveryQueue(pool, options.connectionString, outbox, now);
 
   return {
     pets: petRepository(pool, claims, outbox),

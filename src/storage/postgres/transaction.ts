@@ -1,5 +1,15 @@
 import type { Pool, PoolClient } from 'pg';
 
+/** What to do once the transaction a client is in has committed (nothing, if it rolls back). */
+const committed = new WeakMap<PoolClient, Set<() => void>>();
+
+/** Runs `then` after the transaction `client` is in commits; once, however often it is asked. */
+export function afterCommit(client: PoolClient, then: () => void): void {
+  const pending = committed.get(client) ?? new Set();
+  pending.add(then);
+  committed.set(client, pending);
+}
+
 /**
  * Runs `work` in a transaction on a client of its own, committing what it returns. On an error it
  * rolls back; a client that cannot even roll back has lost its connection and is discarded rather
@@ -12,6 +22,7 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
+    for (const then of committed.get(client) ?? []) then();
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch((rollbackError: unknown) => {
@@ -19,6 +30,7 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
     });
     throw error;
   } finally {
+    committed.delete(client);
     client.release(broken);
   }
 }

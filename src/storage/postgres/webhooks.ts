@@ -11,30 +11,60 @@ import {
   ENDPOINT_COLUMNS,
   type EndpointRow,
   endpointOf,
+  FAN_OUT_BATCH,
 } from '../webhook-rows.js';
 import { firstRow, onlyRow, rows, transaction } from './queries.js';
+import { afterCommit } from './transaction.js';
 
 /** The channel committed events are announced on, to the workers of every instance. */
 const CHANNEL = 'petstore_webhook_events';
 
 /**
- * The event, a delivery for each endpoint subscribed (or `$4` alone), and a NOTIFY, in one statement
- * of the change's transaction: PostgreSQL sends the notification only if the transaction commits.
+ * How often, at most, an instance announces its events to the others. A NOTIFY costs the server
+ * about as much as the event's rows (its queue is taken under a lock every notifying transaction
+ * holds at commit), and another instance needs only to know that there is work; the instance that
+ * wrote an event wakes its own worker once the transaction commits.
+ */
+const NOTIFY_EVERY_MS = 100;
+
+/**
+ * The event, with the endpoints subscribed to it (or `$4` alone), and, when `$5`, a NOTIFY, in one
+ * statement of the change's transaction: PostgreSQL sends the notification only if the transaction
+ * commits. The worker makes the deliveries (FAN_OUT).
  */
 const EMIT = `WITH subscribers AS (
-    SELECT id FROM webhook_endpoints
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM webhook_endpoints
     WHERE enabled AND (CASE WHEN $4::bigint IS NULL THEN events @> jsonb_build_array($1::text) ELSE id = $4 END)
   ), event AS (
-    INSERT INTO webhook_events (type, body, created_at)
-    SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM subscribers) RETURNING id
-  ), deliveries AS (
-    INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
-    SELECT event.id, subscribers.id, $3 FROM event, subscribers
+    INSERT INTO webhook_events (type, body, created_at, endpoints)
+    SELECT $1, $2, $3, ids FROM subscribers WHERE cardinality(ids) > 0 RETURNING id
   )
-  SELECT id, pg_notify('${CHANNEL}', '') FROM event`;
+  SELECT id, CASE WHEN $5::boolean THEN pg_notify('${CHANNEL}', '') END FROM event`;
+
+/**
+ * Up to `$1` events made into a delivery for each of their endpoints still there. SKIP LOCKED: two
+ * instances take different events; one committed late, with a lower id, is simply taken later.
+ */
+const FAN_OUT = `WITH batch AS (
+    SELECT id, endpoints, created_at FROM webhook_events WHERE NOT fanned_out
+    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+  ), marked AS (
+    UPDATE webhook_events e SET fanned_out = true FROM batch WHERE e.id = batch.id
+  )
+  INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
+  SELECT batch.id, w.id, batch.created_at
+  FROM batch CROSS JOIN LATERAL unnest(batch.endpoints) WITH ORDINALITY AS endpoint (id, n)
+  JOIN webhook_endpoints w ON w.id = endpoint.id
+  ORDER BY batch.id, endpoint.n`;
 
 /** The outbox, written by the statement above inside the transaction of each change. */
 export class Outbox {
+  private readonly listeners = new Set<() => void>();
+  private notifiedAt = -Infinity;
+  private readonly wakeListeners = () => {
+    for (const listener of this.listeners) listener();
+  };
+
   constructor(private readonly now: () => number) {}
 
   /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
@@ -45,12 +75,23 @@ export class Outbox {
     onlyEndpoint?: number,
   ): Promise<number | undefined> {
     const event = outboxEvent(type, data, this.now());
+    const at = performance.now();
+    const notify = at - this.notifiedAt >= NOTIFY_EVERY_MS;
     const row = await firstRow<{ id: number }>(client, {
       name: 'webhooks-emit',
       text: EMIT,
-      values: [event.type, event.body, event.at, onlyEndpoint ?? null],
+      values: [event.type, event.body, event.at, onlyEndpoint ?? null, notify],
     });
-    return row?.id;
+    if (row === undefined) return undefined;
+    if (notify) this.notifiedAt = at;
+    afterCommit(client, this.wakeListeners);
+    return row.id;
+  }
+
+  /** `listener` is called when a transaction of this instance that wrote an event commits. */
+  onCommit(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 }
 
@@ -172,7 +213,7 @@ function endpointHealth(settled: readonly AttemptOutcome[]) {
  * LOCKED and leases them, so two instances never take the same attempt, and a dead instance's
  * claims come due again when their lease ends.
  */
-export function deliveryQueue(pool: Pool, connectionString: string, now: () => number): DeliveryQueue {
+export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outbox, now: () => number): DeliveryQueue {
   const listeners = new Set<() => void>();
   let listener: pg.Client | undefined;
   const listen = () => {
@@ -194,6 +235,7 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
 
   return {
     claim: async (limit, leaseMs) => {
+      await rows(pool, { name: 'webhooks-fan-out', text: FAN_OUT, values: [FAN_OUT_BATCH] });
       const at = now();
       const claimed = await rows<ClaimRow>(pool, {
         name: 'webhooks-claim',
@@ -282,14 +324,21 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
         await firstRow<{ at: number | null }>(pool, {
           name: 'webhooks-next-due',
           // As the claim sees them: a leased message is due when its lease ends, a disabled endpoint's never.
-          text: `SELECT min(greatest(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
-                 JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled`,
+          // Events without their deliveries yet are due when they committed.
+          text: `SELECT least(
+                   (SELECT min(greatest(d.next_attempt_at, coalesce(d.lease_until, 0))) FROM webhook_deliveries d
+                    JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled),
+                   (SELECT min(created_at) FROM webhook_events WHERE NOT fanned_out)) AS at`,
         })
       )?.at ?? undefined,
     backlog: async () => {
       const row = await firstRow<{ pending: number; oldest: number | null }>(pool, {
-        text: `SELECT count(*)::integer AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
-               JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'`,
+        text: `SELECT sum(pending)::integer AS pending, min(oldest) AS oldest FROM (
+                 SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
+                 JOIN webhook_events e ON e.id = d.event_id WHERE d.state = 'pending'
+                 UNION ALL
+                 SELECT coalesce(sum(cardinality(endpoints)), 0), min(created_at) FROM webhook_events
+                 WHERE NOT fanned_out) AS waiting`,
       });
       return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
     },
@@ -300,17 +349,20 @@ export function deliveryQueue(pool: Pool, connectionString: string, now: () => n
           values: [before],
         });
         await rows(client, {
-          text: `DELETE FROM webhook_events e WHERE created_at < $1
+          text: `DELETE FROM webhook_events e WHERE created_at < $1 AND fanned_out
                  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
           values: [before],
         });
         await rows(client, { text: 'DELETE FROM webhook_attempts WHERE attempted_at < $1', values: [before] });
         return removed.length;
       }),
+    // This instance's events wake its worker as they commit; the other instances' through LISTEN.
     onCommit: (wake) => {
+      const unlistenLocal = outbox.onCommit(wake);
       listeners.add(wake);
       if (listener === undefined) listen();
       return () => {
+        unlistenLocal();
         listeners.delete(wake);
         if (listeners.size === 0 && listener !== undefined) {
           const client = listener;

@@ -11,6 +11,7 @@ import {
   ENDPOINT_COLUMNS,
   type EndpointRow,
   endpointOf,
+  FAN_OUT_BATCH,
 } from '../webhook-rows.js';
 
 /**
@@ -165,13 +166,6 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
       get.get(accountId, id) === undefined ? undefined : attempts.all(id, limit).map(attemptOf),
   };
 }
-
-/**
- * How many events a claim turns into deliveries, at most: enough to stay ahead of the worker (a claim
- * takes at most its concurrency), few enough that the transaction holds the event loop a millisecond
- * or two while requests are being served.
- */
-const FAN_OUT_BATCH = 500;
 
 export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => number): DeliveryQueue {
   const mark = db.prepare<[], number>('SELECT last_event_id FROM webhook_fan_out').pluck();
