@@ -168,10 +168,13 @@ export class Dispatcher {
     }
     clearTimeout(this.timer);
     this.yielding = end === 'yielding';
-    this.timer = setTimeout(() => {
-      this.yielding = false;
-      this.wake();
-    }, Math.max(0, wait));
+    this.timer = setTimeout(
+      () => {
+        this.yielding = false;
+        this.wake();
+      },
+      Math.max(0, wait),
+    );
     this.timer.unref();
   }
 
