@@ -91,7 +91,11 @@ interface Deployment {
 }
 
 /** Redis, a database with a key, two instances trusting the balancer's X-Forwarded-For, the balancer. */
-async function startDeployment(t: Teardown, env: Record<string, string> = {}): Promise<Deployment> {
+async function startDeployment(
+  t: Teardown,
+  env: Record<string, string> = {},
+  balancerEnv: Record<string, string> = {},
+): Promise<Deployment> {
   const redis = await startRedis(t);
   const databaseUrl = await (await sharedPostgres()).newDatabase(t);
   const key = await databaseWithKey(databaseUrl);
@@ -111,6 +115,7 @@ async function startDeployment(t: Teardown, env: Record<string, string> = {}): P
   const balancer = await startBalancer(
     t,
     ports.map((port) => `127.0.0.1:${port}`),
+    { env: balancerEnv },
   );
   const restart = async (i: number) => {
     instances[i] = await start(i);
@@ -411,3 +416,34 @@ t.test('HTTPS at the balancer: its certificate, and no plain HTTP', { skip }, as
   );
   await t.rejects(fetch(deployment.balancer.origin.replace('https:', 'http:')), 'plain HTTP is not spoken');
 });
+
+t.test(
+  'a burst waits in the balancer and is served; a queue that stands is cut short with a 503',
+  { skip },
+  async (t) => {
+    // One request at a time an instance, so that 200 at once queue in the balancer.
+    const burstOf = async (balancerEnv: Record<string, string>) => {
+      const deployment = await startDeployment(t, {}, { PETSTORE_LB_MAXCONN: '1', ...balancerEnv });
+      const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
+      return Promise.all(Array.from({ length: 200 }, () => call('GET', '/pets')));
+    };
+    const burst = await burstOf({ PETSTORE_LB_STANDING_QUEUE: '0', PETSTORE_LB_BURST_MS: '10000' });
+    t.same(
+      burst.map((answer) => answer.status),
+      burst.map(() => 200),
+      'a queue younger than PETSTORE_LB_BURST_MS is let grow: every request served',
+    );
+    const standing = await burstOf({ PETSTORE_LB_STANDING_QUEUE: '0', PETSTORE_LB_BURST_MS: '0' });
+    const refused = standing.filter((answer) => answer.status === 503);
+    t.ok(refused.length > 0, `past it, a request finding others waiting is refused (${refused.length} of 200)`);
+    t.ok(
+      standing.every((answer) => answer.status === 200 || answer.status === 503),
+      'the others are served',
+    );
+    t.same(
+      refused.filter((answer) => answer.violation !== undefined || answer.headers['retry-after'] === undefined),
+      [],
+      "each refusal is the contract's Error with Retry-After",
+    );
+  },
+);

@@ -57,3 +57,15 @@ t.test('an open loop sends on schedule and counts each latency from when the req
   // for the connection. Counted from when it was sent, each would read ~20 ms.
   t.ok(m.p99Ms > 300, `the wait for a free connection counts: p99 ${m.p99Ms.toFixed(0)} ms`);
 });
+
+t.test('an open loop sends no request on a connection the server says it closes, and opens another', async (t) => {
+  // As HAProxy's refusals did: each answer says `Connection: close`, and the server closes.
+  const { server, origin } = await listen((_request, response) => {
+    response.writeHead(503, { connection: 'close' }).end('{}');
+  });
+  t.teardown(() => server.close());
+  const request = () => 'GET / HTTP/1.1\r\nhost: test\r\n\r\n';
+  const m = await openLoop({ origin, request, rate: 200, seconds: 0.5, connections: 2 });
+  t.same(m.statuses, { '503': 100 }, 'every request due is answered, each on a connection of its own');
+  t.equal(m.errors, 0, 'none lost on a closing connection');
+});

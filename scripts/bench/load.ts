@@ -145,9 +145,23 @@ export async function openLoop({
       if (out.due >= halfway) secondHalf.push(latency);
     }
     inFlight.delete(socket);
+    // A server (or balancer) that says it closes the connection is not sent another request on it.
+    if (/\r\nconnection: *close\r\n/i.test(out.received.slice(0, headEnd + 2))) {
+      socket.destroy();
+      sendWaiting();
+      return;
+    }
     const next = waiting.shift();
     if (next === undefined) idle.push(socket);
     else send(socket, next);
+  };
+  /** Requests waiting for a connection, sent while one can be had (one closed makes room for another). */
+  const sendWaiting = () => {
+    while (waiting.length > 0) {
+      const socket = free();
+      if (socket === undefined) return;
+      send(socket, waiting.shift() as number);
+    }
   };
   const free = () => {
     if (idle.length > 0 || opened.length === connections) return idle.pop();
@@ -156,7 +170,10 @@ export async function openLoop({
     socket.on('data', (chunk: string) => answer(socket, chunk));
     socket.on('error', () => undefined);
     socket.on('close', () => {
-      if (!inFlight.delete(socket)) idle.splice(idle.indexOf(socket), 1);
+      // A request in flight on it is never answered: counted as failed.
+      inFlight.delete(socket);
+      for (const list of [idle, opened]) if (list.includes(socket)) list.splice(list.indexOf(socket), 1);
+      sendWaiting();
     });
     opened.push(socket);
     return socket;

@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the project against the hand-written baseline (baseline.ts) on SQLite and on
- * PostgreSQL, what metrics cost, and load held (overload.ts). docs/performance.md says what each
- * part measures and how; the report ends with PASS/FAIL per target and exits 0: a report, not a test.
+ * PostgreSQL, what metrics cost, load held (overload.ts) and behind HAProxy (balancer.ts).
+ * docs/performance.md says what each part measures and how; the report ends with PASS/FAIL per
+ * target and exits 0: a report, not a test.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { applyLoad, measure, newTally } from './load.js';
+import { balancerPart } from './balancer.js';
 import { overloadPart } from './overload.js';
 import * as report from './report.js';
 import type { Figures, Limits, Role, RoundRun, ServerLives, SummaryRow, TargetCheck } from './report.js';
@@ -148,7 +150,7 @@ async function main(): Promise<void> {
   log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
   const parts = new Set(settings.parts);
   const results: Part[] = [];
-  if (parts.has('sqlite') || parts.has('metrics') || parts.has('overload')) {
+  if (['sqlite', 'metrics', 'overload', 'balancer'].some((part) => parts.has(part))) {
     const small = await seed(sqliteBackend, SMALL);
     if (parts.has('sqlite')) {
       const sqlite = await compare('SQLite', BASELINE, await tables(sqliteBackend, small), report.TARGETS);
@@ -161,6 +163,10 @@ async function main(): Promise<void> {
     if (parts.has('overload')) {
       log('load held: get-one at half and twice capacity, with and without overload protection');
       results.push({ name: 'load held', rows: [], ...(await overloadPart(small, join(dir, 'project'), settings)) });
+    }
+    if (parts.has('balancer')) {
+      log('behind the balancer: bursts, and get-one at half and twice capacity, through HAProxy');
+      results.push({ name: 'balancer', rows: [], ...(await balancerPart(small, join(dir, 'balancer'), settings)) });
     }
   }
   if (parts.has('webhooks'))

@@ -6,7 +6,7 @@ export function wholeSetting(name: string, fallback: number, env: NodeJS.Process
   return Number(value);
 }
 
-export const PARTS = ['sqlite', 'overload', 'metrics', 'webhooks', 'postgres'];
+export const PARTS = ['sqlite', 'overload', 'balancer', 'metrics', 'webhooks', 'postgres'];
 
 /** `npm run bench`'s settings (docs/performance.md); BENCH_QUICK=1 shortens the defaults. */
 export function benchSettings(env: NodeJS.ProcessEnv = process.env) {

@@ -1,35 +1,21 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { HAPROXY_CONFIG, HAPROXY_MISSING, haproxyBinary, requireHaproxy } from '../../scripts/haproxy.js';
 import { freePort } from '../../scripts/local-servers.js';
 import { projectRoot } from '../../src/paths.js';
 import { temporaryDirectory, type Teardown } from './api.js';
 
-const INSTALL = 'apt-get install -y haproxy';
-
-/** The shipped configuration the tests run, as deploy/run-local.sh does. */
-export const HAPROXY_CONFIG = join(projectRoot, 'deploy/haproxy.cfg');
+export { HAPROXY_CONFIG };
 
 /** The test certificate (test/fixtures/tls), for `localhost` and 127.0.0.1. */
 export const TEST_CERT_FILE = join(projectRoot, 'test/fixtures/tls/localhost-cert.pem');
 const TEST_KEY_FILE = join(projectRoot, 'test/fixtures/tls/localhost-key.pem');
 
-/** Debian installs haproxy in /usr/sbin, which a user's PATH may lack. */
-function haproxyBinary(): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin'].filter((dir) => dir !== '');
-  return dirs.map((dir) => join(dir, 'haproxy')).find((path) => existsSync(path));
-}
-
 /** Why a balancer test cannot run here (for tap's `skip`), or false; under CI always false, so it fails. */
 export function haproxyMissing(): string | false {
   if (process.env.CI !== undefined && process.env.CI !== '') return false;
-  return haproxyBinary() === undefined ? `no haproxy on the PATH or in /usr/sbin (install it with: ${INSTALL})` : false;
-}
-
-function requireHaproxy(): string {
-  const binary = haproxyBinary();
-  if (binary === undefined) throw new Error(`no haproxy on the PATH or in /usr/sbin; install it with: ${INSTALL}`);
-  return binary;
+  return haproxyBinary() === undefined ? HAPROXY_MISSING : false;
 }
 
 /** HAProxy's certificate file: the certificate, then its key, in one PEM file. */
