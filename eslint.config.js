@@ -4,6 +4,38 @@ import eslint from '@eslint/js';
 import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
+// src/'s folders as layers, top to bottom (docs/repository.md): a module imports its own folder or
+// one further down, never one above, and nothing imports the entry points at the top of src/.
+const LAYERS = [
+  'config',
+  'dev',
+  'plugins',
+  'handlers',
+  'http',
+  'auth',
+  'metrics',
+  'events',
+  'storage',
+  'domain',
+  'contract',
+];
+const importsPointDown = LAYERS.map((layer, i) => ({
+  files: [`src/${layer}/**/*.ts`],
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          {
+            regex: `^(\\.\\./)+(${['app.js', 'server.js', 'cli.js', ...LAYERS.slice(0, i).map((above) => `${above}/`)].join('|')})`,
+            message: `src/${layer}/ may import only its own folder and those below it (eslint.config.js: LAYERS).`,
+          },
+        ],
+      },
+    ],
+  },
+}));
+
 export default defineConfig(
   globalIgnores(['dist/', 'generated/', 'coverage/', '.tap/', 'bench-results/']),
   eslint.configs.recommended,
@@ -34,6 +66,7 @@ export default defineConfig(
       '@typescript-eslint/non-nullable-type-assertion-style': 'off',
     },
   },
+  ...importsPointDown,
   {
     // Configuration files are plain JavaScript outside tsconfig.json: no type information.
     files: ['**/*.js'],

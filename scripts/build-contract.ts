@@ -4,7 +4,7 @@
  * - openapi.json: the contract as written and dereferenced, keyed by the SHA-256 of its bytes
  *   (loadContract uses it only for those bytes, and validates anything else itself);
  * - meta-schema.mjs: the OpenAPI meta-schema fastify-openapi-glue validates the contract against,
- *   compiled to standalone code with the validator's own ajv options (see src/meta-schema.ts).
+ *   compiled to standalone code with the validator's own ajv options (see src/contract/meta-schema.ts).
  * An invalid contract fails the build, naming what is wrong; so do a generated/ the contract has
  * moved on from (run npm run generate) and an operation without a handler (`npm run dev` serves
  * one from the contract; nothing else may).
@@ -19,9 +19,9 @@ import {
   loadContract,
   sha256,
   validateContract,
-} from '../src/contract.js';
-import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/meta-schema.js';
-import { compiledContractDir, contractPath, projectRoot } from '../src/paths.js';
+} from '../src/contract/document.js';
+import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/contract/meta-schema.js';
+import { compiledContractDir, contractPath, projectRoot } from '../src/contract/paths.js';
 import { checkHandlers } from './contract-check/handlers.js';
 import { generatedTypesFile, staleGeneratedTypes } from './contract/generate-types.js';
 

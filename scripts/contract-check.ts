@@ -3,7 +3,7 @@
  * drifted and the command (or edit) that fixes it. `npm test` runs it after the suite, with
  * PETSTORE_RESPONSE_LOG naming the log of the responses the tests saw.
  */
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 import { formatDrift } from './contract-check/drift.js';
 import { contractCheck } from './contract-check/index.js';
 import { RESPONSES_NOT_CHECKED } from './contract-check/responses.js';

@@ -16,7 +16,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { watch } from 'chokidar';
-import { contractPath, projectRoot } from '../src/paths.js';
+import { contractPath, projectRoot } from '../src/contract/paths.js';
 import { checkContract, lintContract } from './dev/contract.js';
 import { DevServer } from './dev/server.js';
 import { type TypeCheck, watchTypes } from './dev/typecheck.js';

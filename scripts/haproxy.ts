@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 
 /** The shipped configuration: deploy/run-local.sh, the balancer tests and the bench run it. */
 export const HAPROXY_CONFIG = join(projectRoot, 'deploy/haproxy.cfg');

@@ -10,10 +10,10 @@ import Fastify, {
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Redis } from 'ioredis';
-import { type Contract, incompleteDeprecations } from './contract.js';
+import { type Contract, incompleteDeprecations } from './contract/document.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth, requireScopes } from './plugins/auth.js';
-import { PathTable } from './path-table.js';
+import { PathTable } from './contract/path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors, { refusals } from './plugins/errors.js';
@@ -22,14 +22,14 @@ import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { overloadedError } from './plugins/overload.js';
-import { rateLimits } from './plugins/rate-limit.js';
+import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
-import { RequestLog } from './logging.js';
+import { RequestLog } from './plugins/request-log.js';
 import { adaptNodeServer } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
-import { usePrecompiledMetaSchema } from './meta-schema.js';
+import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
 import {
   type ConnectionLimits,
   DEFAULT_CONNECTION_LIMITS,
@@ -37,7 +37,7 @@ import {
   DEFAULT_RATE_LIMITS,
   type OverloadSettings,
   type RateLimitSettings,
-} from './settings.js';
+} from './plugins/settings.js';
 import type { Storage } from './storage/types.js';
 import { Dispatcher } from './events/dispatcher.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';

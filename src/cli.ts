@@ -1,6 +1,6 @@
-import { accountNameRule } from './accounts.js';
+import { accountNameRule } from './auth/development-account.js';
 import { issueKey } from './auth/api-keys.js';
-import { loadConfig } from './config.js';
+import { loadConfig } from './config/environment.js';
 import { openStorage } from './storage/index.js';
 import type { ApiKeyInfo, KeyGrant, Storage } from './storage/types.js';
 
@@ -74,7 +74,7 @@ function expiryOf(options: Options, now = Date.now()): Date | undefined {
 async function scopesOf(options: Options): Promise<string[] | undefined> {
   const given = options.get('--scopes');
   if (given === undefined) return undefined;
-  const { loadContract, scopesOf: contractScopes } = await import('./contract.js');
+  const { loadContract, scopesOf: contractScopes } = await import('./contract/document.js');
   const known = contractScopes((await loadContract()).dereferenced);
   const scopes = [...new Set(given.split(','))];
   const unknown = scopes.filter((scope) => !known.has(scope));

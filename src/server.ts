@@ -1,13 +1,13 @@
-import { ensureDevelopmentKey } from './accounts.js';
+import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
-import { loadConfig } from './config.js';
-import { loadContract } from './contract.js';
-import { redisClient, redisLocation } from './redis.js';
+import { loadConfig } from './config/environment.js';
+import { loadContract } from './contract/document.js';
+import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
 import { Metrics } from './metrics/registry.js';
 import { type MetricsServer, startMetricsServer } from './metrics/server.js';
-import { instrumentStorage } from './storage/instrumented.js';
+import { instrumentStorage } from './metrics/storage-timing.js';
 import { type DatabaseConfig, describeDatabase, type OpenOptions, openStorage } from './storage/index.js';
-import { readTls } from './tls.js';
+import { readTls } from './config/tls.js';
 
 /** The database, or a start that stops naming DATABASE_URL when its SQLite file cannot be opened. */
 async function openDatabase(database: DatabaseConfig, options: OpenOptions) {

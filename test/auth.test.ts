@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import {
   conformingFetch,
   listen,

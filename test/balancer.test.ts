@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import t from 'tap';
 import { freePort } from '../scripts/local-servers.js';
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 import type { Pet } from '../src/storage/types.js';
 import { parseRawResponse, type Teardown } from './helpers/api.js';
 import { assertConforms, contract } from './helpers/contract.js';

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, errors, type Locator } from 'playwright-core';
 import t from 'tap';
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 import type { Pet } from '../src/storage/types.js';
 import { listen, startApi, temporaryDirectory, type TapTest } from './helpers/api.js';
 import { assertConforms, contract } from './helpers/contract.js';

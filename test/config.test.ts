@@ -1,5 +1,5 @@
 import t from 'tap';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/environment.js';
 
 t.test('PORT is a plain decimal port; empty means the default', async (t) => {
   t.equal(loadConfig({}).port, 3000);

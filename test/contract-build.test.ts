@@ -5,9 +5,9 @@ import t from 'tap';
 import { parseDocument } from 'yaml';
 import { buildContract } from '../scripts/build-contract.js';
 import { buildApp } from '../src/app.js';
-import { loadContract, type OpenApiDocument, sha256 } from '../src/contract.js';
-import { precompiledMetaSchemaFile, usePrecompiledMetaSchema } from '../src/meta-schema.js';
-import { contractPath } from '../src/paths.js';
+import { loadContract, type OpenApiDocument, sha256 } from '../src/contract/document.js';
+import { precompiledMetaSchemaFile, usePrecompiledMetaSchema } from '../src/contract/meta-schema.js';
+import { contractPath } from '../src/contract/paths.js';
 import { openSqlite } from '../src/storage/sqlite/index.js';
 import { temporaryDirectory, type Teardown } from './helpers/api.js';
 

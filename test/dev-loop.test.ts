@@ -6,7 +6,7 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { parse } from 'yaml';
 import { freePort } from '../scripts/local-servers.js';
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
 import { contract as projectContract } from './helpers/contract.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';

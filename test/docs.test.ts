@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { parse } from 'yaml';
 import { buildApp } from '../src/app.js';
-import type { ErrorBody } from '../src/errors.js';
-import { contractPath } from '../src/paths.js';
+import type { ErrorBody } from '../src/domain/errors.js';
+import { contractPath } from '../src/contract/paths.js';
 import { listen, startApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 

@@ -1,6 +1,6 @@
 import { deflateSync, gzipSync } from 'node:zlib';
 import t from 'tap';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import { listen, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
 import { assertConforms, CLIENT_METHODS, contractPath, contractPaths } from './helpers/contract.js';
 

@@ -30,7 +30,7 @@ import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import t from 'tap';
 import { BODY_LIMIT } from '../src/app.js';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import { parseNetworks } from '../src/events/address-guard.js';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import { listen, startApi, type TapTest, type TestApi } from './helpers/api.js';

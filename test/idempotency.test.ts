@@ -1,6 +1,6 @@
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import type { Pet } from '../src/storage/types.js';
 import { listen, startApi, type TestApi } from './helpers/api.js';
 

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import t from 'tap';
 import { burst } from '../scripts/bench/load.js';
-import { DEFAULT_OVERLOAD, type OverloadSettings } from '../src/settings.js';
+import { DEFAULT_OVERLOAD, type OverloadSettings } from '../src/plugins/settings.js';
 import type { Pet, Storage } from '../src/storage/types.js';
 import type { ConformingResponse, TapTest, TestApi } from './helpers/api.js';
 import { conformingFetch, parseRawResponse, rawExchange, startApi } from './helpers/api.js';

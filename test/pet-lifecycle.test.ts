@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import type { Pet, PetStatus } from '../src/storage/types.js';
 import { listen, startApi, type TestApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';

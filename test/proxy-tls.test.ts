@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import t from 'tap';
-import { projectRoot } from '../src/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
 import { assertConforms } from './helpers/contract.js';
 import { conformingFetch, listen, startApi, temporaryDirectory, type TestApi } from './helpers/api.js';
 import { databaseWithKey, failedStart, startServerProcess } from './helpers/process.js';

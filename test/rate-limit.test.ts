@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import t from 'tap';
-import type { ErrorBody } from '../src/errors.js';
-import { LimitLog } from '../src/logging.js';
+import type { ErrorBody } from '../src/domain/errors.js';
+import { LimitLog } from '../src/plugins/request-log.js';
 import { startApi } from './helpers/api.js';
 
 /** A logger (pino options) keeping every line written, parsed. */

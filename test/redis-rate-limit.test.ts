@@ -3,10 +3,10 @@ import { Writable } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyRequest } from 'fastify';
 import t from 'tap';
-import type { ErrorBody } from '../src/errors.js';
-import { REDIS_KEY_PREFIX } from '../src/plugins/rate-limit.js';
-import type { RateLimitSettings } from '../src/settings.js';
-import { connectRedis, redisClient } from '../src/redis.js';
+import type { ErrorBody } from '../src/domain/errors.js';
+import { REDIS_KEY_PREFIX } from '../src/plugins/rate-limit/index.js';
+import type { RateLimitSettings } from '../src/plugins/settings.js';
+import { connectRedis, redisClient } from '../src/plugins/rate-limit/redis.js';
 import {
   conformingFetch,
   startApi,

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
-import { scopesOf } from '../src/contract.js';
-import type { ErrorBody } from '../src/errors.js';
+import { scopesOf } from '../src/contract/document.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import { startApi, type TestApi } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 

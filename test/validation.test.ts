@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ErrorBody } from '../src/errors.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import type { Pet } from '../src/storage/types.js';
 import { PATTERN_WORDS } from '../src/plugins/validation-messages.js';
 import { startApi } from './helpers/api.js';

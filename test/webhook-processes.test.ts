@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import t from 'tap';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
-import type { WebhookDelivery } from '../src/events/types.js';
+import type { WebhookDelivery } from '../src/domain/events.js';
 import type { Pet } from '../src/storage/types.js';
 import { conformingFetch, type Teardown } from './helpers/api.js';
 import { backend, newDatabase, probeDatabase } from './helpers/backend.js';

@@ -6,10 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyRequest } from 'fastify';
 import { hashKey } from '../../src/auth/api-keys.js';
-import { ApiError } from '../../src/errors.js';
-import { RequestLog } from '../../src/logging.js';
-import { decodeCursor, encodeCursor } from '../../src/paging.js';
-import { loadConfig } from '../../src/config.js';
+import { ApiError } from '../../src/domain/errors.js';
+import { RequestLog } from '../../src/plugins/request-log.js';
+import { decodeCursor, encodeCursor } from '../../src/handlers/cursors.js';
+import { loadConfig } from '../../src/config/environment.js';
 import { openStorage } from '../../src/storage/index.js';
 import type { NewPetRecord, OrderStatus, PetFields, PetState, PetStatus } from '../../src/storage/types.js';
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
-import { encodeCursor } from '../../src/paging.js';
+import { encodeCursor } from '../../src/handlers/cursors.js';
 import type { Table } from './tables.js';
 
 /** What a scenario needs to know of the table under test. */

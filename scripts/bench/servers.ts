@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 import { freePort } from '../local-servers.js';
 import type { Table } from './tables.js';
 

@@ -18,7 +18,7 @@ import { mkdirSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 import { openPostgres } from '../../src/storage/postgres/index.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import { applyLoad, measure, newTally, type Tally } from './load.js';

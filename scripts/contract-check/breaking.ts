@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import { type Contract, loadContract } from '../../src/contract.js';
+import { type Contract, loadContract } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 import { operationObject, parseReport, redocly } from './tools.js';
 

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import type { Contract } from '../../src/contract.js';
+import type { Contract } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 
 /** The storage code that writes the outbox: every event kind is emitted from there, by name. */
@@ -16,7 +16,7 @@ function sourcesUnder(dir: string): string[] {
 
 /**
  * Every event kind the contract declares (`webhooks`) is emitted somewhere: its name appears as a
- * string in the storage code. (Emitting an undeclared kind does not compile: src/events/types.ts.)
+ * string in the storage code. (Emitting an undeclared kind does not compile: src/domain/events.ts.)
  */
 export function checkEvents(root: string, contract: Contract): Drift[] {
   const declared = Object.keys((contract.dereferenced as { webhooks?: object }).webhooks ?? {});

@@ -1,4 +1,4 @@
-import type { Contract } from '../../src/contract.js';
+import type { Contract } from '../../src/contract/document.js';
 import { serviceHandlers } from '../../src/handlers/index.js';
 import type { Storage } from '../../src/storage/types.js';
 import { type Drift, files } from './drift.js';

@@ -1,7 +1,7 @@
 /** Every check of `npm run contract:check`, run against a project folder. */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Contract, loadContract } from '../../src/contract.js';
+import { type Contract, loadContract } from '../../src/contract/document.js';
 import { checkBreaking } from './breaking.js';
 import { checkChangelog } from './changelog.js';
 import { type Drift, files } from './drift.js';

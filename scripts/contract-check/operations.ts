@@ -1,5 +1,5 @@
 /** What each operation must declare besides its handler: its scope, and a deprecation's dates. */
-import { type Contract, incompleteDeprecations, scopesOf } from '../../src/contract.js';
+import { type Contract, incompleteDeprecations, scopesOf } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 
 /** Every deprecated operation says when it was deprecated, when it goes and what replaces it. */

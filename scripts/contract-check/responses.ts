@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Contract } from '../../src/contract.js';
+import type { Contract } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 import { operationObject } from './tools.js';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
 import { buildApp } from '../../src/app.js';
-import type { Contract } from '../../src/contract.js';
+import type { Contract } from '../../src/contract/document.js';
 import { DEFAULT_OVERLOAD } from '../../src/plugins/overload.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import { type Drift, files } from './drift.js';

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import type { Contract, ContractOperation } from '../../src/contract.js';
+import type { Contract, ContractOperation } from '../../src/contract/document.js';
 
 /** The operation object (dereferenced) behind one of the contract's operations. */
 export function operationObject(

@@ -7,9 +7,9 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parse } from 'yaml';
-import { compiledContractFile, sha256, validateContract } from '../../src/contract.js';
-import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../../src/meta-schema.js';
-import { compiledContractDir, contractPath, projectRoot } from '../../src/paths.js';
+import { compiledContractFile, sha256, validateContract } from '../../src/contract/document.js';
+import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../../src/contract/meta-schema.js';
+import { compiledContractDir, contractPath, projectRoot } from '../../src/contract/paths.js';
 import { generatedTypesFile, generateTypes } from '../contract/generate-types.js';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);

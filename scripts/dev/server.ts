@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 
 /** The first line a server prints once it listens (src/server.ts). */
 const SERVING = 'Pet Store API at ';

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 
 const serverDir = join(projectRoot, 'dist', 'src');
 

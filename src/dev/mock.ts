@@ -8,8 +8,8 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import type { Contract, ContractOperation } from '../contract.js';
-import { ApiError } from '../errors.js';
+import type { Contract, ContractOperation } from '../contract/document.js';
+import { ApiError } from '../domain/errors.js';
 
 /** `example` (a documented example) or `schema` (generated from the schema): never in production. */
 export const MOCK_HEADER = 'x-petstore-mock';

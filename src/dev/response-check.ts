@@ -4,8 +4,8 @@
  * path, so drift shows the moment it happens. Production never registers it, so pays nothing.
  */
 import type { onSendHookHandler } from 'fastify';
-import type { Contract } from '../contract.js';
-import { ResponseConformance } from '../response-conformance.js';
+import type { Contract } from '../contract/document.js';
+import { ResponseConformance } from '../contract/response-conformance.js';
 
 export function checkResponses(contract: Contract): onSendHookHandler {
   const conformance = new ResponseConformance(contract);

@@ -1,14 +1,6 @@
-import type { OpenApiDocument } from '../contract.js';
-import { ApiError } from '../errors.js';
-import type {
-  Order,
-  OrderChange,
-  OrderStatus,
-  PetFields,
-  PetState,
-  PetStatus,
-  VersionedPet,
-} from '../storage/types.js';
+import type { OpenApiDocument } from '../contract/document.js';
+import { ApiError } from './errors.js';
+import type { Order, OrderChange, OrderStatus, PetFields, PetState, PetStatus, VersionedPet } from './types.js';
 import { Transitions } from './transitions.js';
 
 /**

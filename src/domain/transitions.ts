@@ -1,4 +1,4 @@
-import type { OpenApiDocument } from '../contract.js';
+import type { OpenApiDocument } from '../contract/document.js';
 
 interface StatusSchema {
   enum?: unknown[];

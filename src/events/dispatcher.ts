@@ -4,7 +4,7 @@ import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
-import { eventIdOf } from './types.js';
+import { eventIdOf } from '../domain/events.js';
 
 /** How long a shutdown waits for attempts in flight before giving the rest back. */
 const SHUTDOWN_GRACE_MS = 5000;

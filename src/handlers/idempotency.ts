@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import type { CreateOutcome, IdempotencyClaim, Principal } from '../storage/types.js';
 
 /** Who sent a request to a secured operation (the bearer hook has run). */

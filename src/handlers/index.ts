@@ -1,4 +1,4 @@
-import type { Contract } from '../contract.js';
+import type { Contract } from '../contract/document.js';
 import { StoreRules } from '../domain/rules.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../events/settings.js';
 import type { Storage } from '../storage/types.js';

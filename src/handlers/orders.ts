@@ -1,5 +1,5 @@
 import type { StoreRules } from '../domain/rules.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import type { OrderRepository } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';

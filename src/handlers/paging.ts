@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { decodeCursor, encodeCursor } from '../paging.js';
+import { decodeCursor, encodeCursor } from './cursors.js';
 import type { Page } from '../storage/types.js';
 
 export const DEFAULT_LIMIT = 20;

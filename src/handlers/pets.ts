@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { entityTag, parseIfMatch, type StoreRules } from '../domain/rules.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import type { PetRepository, VersionedPet } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';

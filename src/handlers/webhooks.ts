@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { AddressGuard, RefusedAddress } from '../events/address-guard.js';
 import type { WebhookSettings } from '../events/settings.js';
-import { eventIdOf } from '../events/types.js';
-import { ApiError } from '../errors.js';
+import { eventIdOf } from '../domain/events.js';
+import { ApiError } from '../domain/errors.js';
 import type { WebhookRepository } from '../storage/types.js';
 import { principalOf } from './idempotency.js';
 import type { ServiceHandlers } from './types.js';

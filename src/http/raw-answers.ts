@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { type ErrorBody, errorBody } from '../errors.js';
+import { type ErrorBody, errorBody } from '../domain/errors.js';
 import { closeLingering } from './lingering-close.js';
 
 // Answers written by hand on the socket, to requests Node could not parse or that timed out:

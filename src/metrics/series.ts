@@ -77,7 +77,7 @@ abstract class Family<S extends CounterSeries | HistogramSeries> {
   readonly aggregator = 'sum';
   readonly #labelNames: readonly string[];
   readonly #byKey = new Map<string, S>();
-  /** The label objects callers pass again and again (storage/instrumented.ts): found by identity. */
+  /** The label objects callers pass again and again (metrics/storage-timing.ts): found by identity. */
   readonly #byObject = new WeakMap<object, S>();
 
   constructor({ name, help, labelNames, registers }: FamilyOptions) {

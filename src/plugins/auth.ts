@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import { hashKey, hasKeyShape } from '../auth/api-keys.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import type { Refuse } from './errors.js';
-import type { FailureLimit, KeyLimit } from './rate-limit.js';
+import type { FailureLimit, KeyLimit } from './rate-limit/index.js';
 import type { AccountRepository, Principal } from '../storage/types.js';
 
 declare module 'fastify' {

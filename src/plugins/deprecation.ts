@@ -1,5 +1,5 @@
 import type { onRequestHookHandler } from 'fastify';
-import type { ContractOperation } from '../contract.js';
+import type { ContractOperation } from '../contract/document.js';
 
 /**
  * The headers every response of a deprecated operation carries, from its contract: `Deprecation`

@@ -5,8 +5,8 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { stringify } from 'yaml';
-import type { Contract, OpenApiDocument } from '../contract.js';
-import { ApiError } from '../errors.js';
+import type { Contract, OpenApiDocument } from '../contract/document.js';
+import { ApiError } from '../domain/errors.js';
 
 export interface DocsOptions {
   contract: Contract;

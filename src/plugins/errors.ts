@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError, type ErrorBody } from '../errors.js';
+import { ApiError, type ErrorBody } from '../domain/errors.js';
 import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 import { describeValidation } from './validation-messages.js';

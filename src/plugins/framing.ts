@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 
 /**
  * Headers a request may carry once. Node keeps the first of a repeated one and drops the rest,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Storage } from '../storage/types.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import { databaseUnavailable } from './errors.js';
 import { answerUnderPressure } from './overload.js';
 

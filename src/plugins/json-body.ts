@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyError, FastifyInstance, preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 
 /**
  * The first key an object in `json` (already known to be valid JSON) holds twice. JSON.parse keeps

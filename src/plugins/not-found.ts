@@ -9,8 +9,8 @@ import type {
   onResponseHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError, shown } from '../errors.js';
-import { pathOf, type PathTable } from '../path-table.js';
+import { ApiError, shown } from '../domain/errors.js';
+import { pathOf, type PathTable } from '../contract/path-table.js';
 import { send, toApiError } from './errors.js';
 
 export interface NotFoundOptions {

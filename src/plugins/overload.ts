@@ -2,15 +2,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
 import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
-import type { OverloadSettings } from '../settings.js';
+import type { OverloadSettings } from './settings.js';
 
 // Where scripts/contract-check/served.ts imports it from.
-export { DEFAULT_OVERLOAD } from '../settings.js';
+export { DEFAULT_OVERLOAD } from './settings.js';
 
 /** An overload episode ends after this long without a shed request: /readyz is 200 again and the end is logged. */
 const EPISODE_QUIET_MS = 1_000;

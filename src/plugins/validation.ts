@@ -2,7 +2,7 @@ import type { FastifySchema, RouteOptions } from 'fastify';
 import type { FastifyRouteSchemaDef, FastifyValidationResult } from 'fastify/types/schema.js';
 import { Ajv2020, type ErrorObject, type Options, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { shown } from '../errors.js';
+import { shown } from '../domain/errors.js';
 
 const shared: Options = {
   // allErrors lets a hostile body cost time proportional to its size; the first error is enough.
@@ -11,7 +11,7 @@ const shared: Options = {
   strict: true,
   // Checking each schema against the JSON Schema meta-schema means compiling that meta-schema, per
   // instance, on every start (~65 ms of a cold start). The build checks the contract's schemas
-  // once instead (validateContract in src/contract.ts); strict mode still rejects what ajv cannot compile.
+  // once instead (validateContract in src/contract/document.ts); strict mode still rejects what ajv cannot compile.
   validateSchema: false,
   // The contract's own extensions that sit in schemas: annotations, nothing to validate.
   keywords: ['x-transitions'],
@@ -199,7 +199,7 @@ export function validateEveryQueryString(route: RouteOptions): void {
   schema.querystring ??= { type: 'object', properties: {} };
 }
 
-/** A validator of JSON values by the rules bodies are held to (also for account names: src/accounts.ts). */
+/** A validator of JSON values by the rules bodies are held to (also for account names: src/auth/development-account.ts). */
 export function compileBodySchema(schema: object): ValidateFunction {
   return bodyAjv.compile(schema);
 }

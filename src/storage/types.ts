@@ -1,24 +1,18 @@
-import type { components } from '../../generated/openapi.js';
-import type { EventType, WebhookDelivery, WebhookEndpoint } from '../events/types.js';
+import type {
+  NewPetRecord,
+  Order,
+  OrderChange,
+  OrderStatus,
+  Pet,
+  PetFields,
+  PetState,
+  PetStatus,
+  VersionedPet,
+} from '../domain/types.js';
+import type { EventType, WebhookDelivery, WebhookEndpoint } from '../domain/events.js';
 
-export type Pet = components['schemas']['Pet'];
-export type PetStatus = components['schemas']['PetStatus'];
-export type NewPetRecord = Required<components['schemas']['NewPet']>;
-export type PetFields = Partial<NewPetRecord>;
-export type Order = components['schemas']['Order'];
-export type OrderStatus = components['schemas']['OrderStatus'];
-
-/** A pet with its version, which every change increments: its ETag. */
-export interface VersionedPet {
-  pet: Pet;
-  version: number;
-}
-
-/** A pet as a change of it is decided on, inside the transaction that writes the change. */
-export interface PetState extends VersionedPet {
-  /** The id of the order placed for it, while one is. */
-  placedOrderId: number | undefined;
-}
+export type { NewPetRecord, Order, OrderChange, OrderStatus, Pet, PetFields, PetState, PetStatus, VersionedPet };
+export { ORDER_EVENTS } from '../domain/types.js';
 
 export interface PageQuery<Status> {
   limit: number;
@@ -77,19 +71,6 @@ export interface PetRepository {
   /** Adds many pets in one transaction (seeding and benchmarks). */
   createMany(pets: Iterable<NewPetRecord>): Promise<number>;
 }
-
-/** An order's move, and its pet's with it. */
-export interface OrderChange {
-  status: OrderStatus;
-  petStatus: PetStatus;
-}
-
-/** The event each order status is announced with. */
-export const ORDER_EVENTS = {
-  placed: 'order.placed',
-  completed: 'order.completed',
-  cancelled: 'order.cancelled',
-} as const satisfies Record<OrderStatus, EventType>;
 
 /** The store's orders. Each change moves the order's pet in the same transaction. */
 export interface OrderRepository {

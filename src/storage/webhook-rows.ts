@@ -1,4 +1,4 @@
-import { eventIdOf, type EventType, type WebhookDelivery, type WebhookEndpoint } from '../events/types.js';
+import { eventIdOf, type EventType, type WebhookDelivery, type WebhookEndpoint } from '../domain/events.js';
 import type { ClaimedDelivery } from './types.js';
 
 /** A webhook endpoint's row, as both backends select it (times in Unix milliseconds). */

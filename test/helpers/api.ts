@@ -6,15 +6,15 @@ import type { paths } from '../../generated/openapi.js';
 import { buildApp } from '../../src/app.js';
 import type { WebhookSettings } from '../../src/events/settings.js';
 import { issueKey } from '../../src/auth/api-keys.js';
-import { redisClient } from '../../src/redis.js';
+import { redisClient } from '../../src/plugins/rate-limit/redis.js';
 import { Metrics } from '../../src/metrics/registry.js';
 import {
   type ConnectionLimits,
   DEFAULT_OVERLOAD,
   type OverloadSettings,
   type RateLimitSettings,
-} from '../../src/settings.js';
-import { instrumentStorage } from '../../src/storage/instrumented.js';
+} from '../../src/plugins/settings.js';
+import { instrumentStorage } from '../../src/metrics/storage-timing.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
 import { assertConforms, contract } from './contract.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/environment.js';
 import { type OpenOptions, openStorage } from '../../src/storage/index.js';
 import type { Storage } from '../../src/storage/types.js';
 import { sharedPostgres } from './postgres.js';

@@ -1,7 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { loadContract, type Contract } from '../../src/contract.js';
-import { type ObservedResponse, ResponseConformance } from '../../src/response-conformance.js';
+import { loadContract, type Contract } from '../../src/contract/document.js';
+import { type ObservedResponse, ResponseConformance } from '../../src/contract/response-conformance.js';
 
 export type { ObservedResponse };
 

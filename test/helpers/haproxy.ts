@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HAPROXY_CONFIG, HAPROXY_MISSING, haproxyBinary, requireHaproxy } from '../../scripts/haproxy.js';
 import { freePort } from '../../scripts/local-servers.js';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 import { temporaryDirectory, type Teardown } from './api.js';
 
 export { HAPROXY_CONFIG };

@@ -2,7 +2,7 @@ import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_proces
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { issueKey } from '../../src/auth/api-keys.js';
-import { projectRoot } from '../../src/paths.js';
+import { projectRoot } from '../../src/contract/paths.js';
 import type { Teardown } from './api.js';
 import { openDatabase } from './backend.js';
 

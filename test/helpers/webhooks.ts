@@ -2,7 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { Webhook } from 'standardwebhooks';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../../src/events/settings.js';
-import type { EventType, WebhookEndpoint } from '../../src/events/types.js';
+import type { EventType, WebhookEndpoint } from '../../src/domain/events.js';
 import { startApi, type StartOptions, type TestApi } from './api.js';
 import type { Teardown } from './backend.js';
 import { contract } from './contract.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { migrationsDir } from '../../paths.js';
+import { migrationsDir } from '../../contract/paths.js';
 import { type Storage, StorageUnavailableError } from '../types.js';
 import { accountRepository } from './accounts.js';
 import { Claims } from './idempotency.js';

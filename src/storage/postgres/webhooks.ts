@@ -1,5 +1,5 @@
 import pg, { type Pool, type PoolClient } from 'pg';
-import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
+import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,

@@ -1,7 +1,7 @@
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { makeDirectory } from '../../make-directory.js';
-import { migrationsDir } from '../../paths.js';
+import { makeDirectory } from './make-directory.js';
+import { migrationsDir } from '../../contract/paths.js';
 import { DATABASE_RETRY_AFTER_SECONDS, type Storage, StorageUnavailableError } from '../types.js';
 import { accountRepository } from './accounts.js';
 import { Claims } from './idempotency.js';

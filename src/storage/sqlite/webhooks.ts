@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { type EventData, type EventType, outboxEvent } from '../../events/types.js';
+import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,

@@ -1,5 +1,5 @@
 // The settings the configuration reads and the app is composed with, and their defaults: below both,
-// so that config.ts needs nothing of the app.
+// so that config/environment.ts needs nothing of the app.
 
 export interface ConnectionLimits {
   /** A request (headers and body) must arrive within this; slower clients get 408. */

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { sha256 } from './contract.js';
+import { sha256 } from './document.js';
 import { compiledContractDir } from './paths.js';
 
 /** A compiled JSON Schema validator as ajv makes it: a predicate with the last call's errors. */

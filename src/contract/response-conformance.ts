@@ -7,7 +7,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import type { Contract } from './contract.js';
+import type { Contract } from './document.js';
 
 export interface ObservedResponse {
   statusCode: number;

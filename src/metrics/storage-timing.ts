@@ -1,6 +1,6 @@
-import { ApiError } from '../errors.js';
-import type { Metrics } from '../metrics/registry.js';
-import type { Storage } from './types.js';
+import { ApiError } from '../domain/errors.js';
+import type { Metrics } from './registry.js';
+import type { Storage } from '../storage/types.js';
 
 /** An object's methods, own and inherited (a backend's repositories may be classes or literals). */
 function methodNames(target: object): string[] {

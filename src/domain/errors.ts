@@ -1,4 +1,4 @@
-import type { components } from '../generated/openapi.js';
+import type { components } from '../../generated/openapi.js';
 
 export type ErrorBody = components['schemas']['Error'];
 export type ErrorCode = ErrorBody['code'];

@@ -1,5 +1,5 @@
-import { issueKey, type IssuedKey } from './auth/api-keys.js';
-import type { AccountRepository } from './storage/types.js';
+import { issueKey, type IssuedKey } from './api-keys.js';
+import type { AccountRepository } from '../storage/types.js';
 
 export const DEVELOPMENT_ACCOUNT = 'development';
 
@@ -41,8 +41,8 @@ export interface AccountNameRule {
 export async function accountNameRule(): Promise<AccountNameRule> {
   // Loaded only when needed: the petstore commands that take no name do not pay for Ajv.
   const [{ loadContract }, { compileBodySchema }] = await Promise.all([
-    import('./contract.js'),
-    import('./plugins/validation.js'),
+    import('../contract/document.js'),
+    import('../plugins/validation.js'),
   ]);
   const { dereferenced } = await loadContract();
   const newPet = dereferenced.components?.schemas?.NewPet as { properties?: Record<string, object> } | undefined;

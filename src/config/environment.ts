@@ -1,10 +1,10 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OVERLOAD, DEFAULT_RATE_LIMITS } from './settings.js';
-import type { ConnectionLimits, OverloadSettings, RateLimitSettings } from './settings.js';
-import type { DatabaseConfig } from './storage/index.js';
-import { type WebhookSettings, webhookSettingsFrom } from './events/settings.js';
-import type { SynchronousMode } from './storage/sqlite/index.js';
+import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OVERLOAD, DEFAULT_RATE_LIMITS } from '../plugins/settings.js';
+import type { ConnectionLimits, OverloadSettings, RateLimitSettings } from '../plugins/settings.js';
+import type { DatabaseConfig } from '../storage/index.js';
+import { type WebhookSettings, webhookSettingsFrom } from '../events/settings.js';
+import type { SynchronousMode } from '../storage/sqlite/index.js';
 
 export interface Config {
   host: string;
@@ -111,7 +111,7 @@ function portFrom(name: string, value: string | undefined, fallback: number): nu
 
 /**
  * ioredis reads a REDIS_URL's query parameters as client options, ahead of the server's own. These
- * options are what bound how long a request can wait on Redis (src/redis.ts), so none may be set there.
+ * options are what bound how long a request can wait on Redis (src/plugins/rate-limit/redis.ts), so none may be set there.
  */
 const REDIS_OPTIONS_OF_OURS = [
   'lazyConnect',

@@ -1,4 +1,4 @@
-import { ApiError } from './errors.js';
+import { ApiError } from '../domain/errors.js';
 
 const CURSOR_VERSION = 'v1:';
 const ID = /^[1-9][0-9]{0,15}$/;

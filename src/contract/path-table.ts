@@ -1,4 +1,4 @@
-import type { ContractOperation } from './contract.js';
+import type { ContractOperation } from './document.js';
 
 export interface PathEntry {
   /** The `Allow` value: the methods served on this path. */

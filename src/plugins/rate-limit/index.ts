@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { ApiError } from '../errors.js';
-import { type Counted, type CountingStore, InProcessStore, RedisStore } from '../rate-limit-stores.js';
-import { connectRedis, RedisAvailability, redisLocation } from '../redis.js';
-import { LimitLog } from '../logging.js';
-import type { Principal } from '../storage/types.js';
+import { ApiError } from '../../domain/errors.js';
+import { type Counted, type CountingStore, InProcessStore, RedisStore } from './stores.js';
+import { connectRedis, RedisAvailability, redisLocation } from './redis.js';
+import { LimitLog } from '../request-log.js';
+import type { Principal } from '../../storage/types.js';
 import type { RateLimitSettings } from '../settings.js';
 
 /**
