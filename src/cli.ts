@@ -1,8 +1,42 @@
-import { accountNameRule } from './auth/development-account.js';
 import { issueKey } from './auth/api-keys.js';
 import { loadConfig } from './config/environment.js';
 import { openStorage } from './storage/index.js';
 import type { ApiKeyInfo, KeyGrant, Storage } from './storage/types.js';
+
+interface NameSchema {
+  minLength: number;
+  maxLength: number;
+}
+
+/** Which account names `petstore accounts create` takes, and the rule in words. */
+interface AccountNameRule {
+  accepts(name: string): boolean;
+  words: string;
+}
+
+/**
+ * Account names follow the contract's rule for pet names, checked by its NewPet.name schema itself:
+ * 1 to 100 characters, not only white space, no control characters or unpaired surrogates. White
+ * space at either end is refused too: an account is found by its name, typed again on the command
+ * line, where such white space does not show.
+ */
+async function accountNameRule(): Promise<AccountNameRule> {
+  // Loaded only when needed: the petstore commands that take no name do not pay for Ajv.
+  const [{ loadContract }, { compileBodySchema }] = await Promise.all([
+    import('./contract/document.js'),
+    import('./plugins/validation.js'),
+  ]);
+  const { dereferenced } = await loadContract();
+  const newPet = dereferenced.components?.schemas?.NewPet as { properties?: Record<string, object> } | undefined;
+  const schema = newPet?.properties?.name;
+  if (schema === undefined) throw new Error('the contract gives no schema for NewPet.name');
+  const isPetName = compileBodySchema(schema);
+  const { minLength, maxLength } = schema as NameSchema;
+  return {
+    accepts: (name) => isPetName(name) && name.trim() === name,
+    words: `${minLength} to ${maxLength} characters, with no control characters and no white space at either end`,
+  };
+}
 
 class UsageError extends Error {}
 
