@@ -24,7 +24,15 @@ export interface ContractOperation {
   stability: string;
   /** The media type of its request body (one per operation), when it takes one. */
   requestMediaType: string | undefined;
+  /**
+   * `x-error-codes`: for each error status it declares, the `ErrorCode`s its Error body may carry
+   * (`{'409': ['invalid_transition', 'pet_on_order']}`); undefined when absent or not such a map.
+   */
+  errorCodes: ErrorCodes | undefined;
 }
+
+/** An operation's `x-error-codes`: status (`'404'`) to the codes an answer with it may carry. */
+export type ErrorCodes = Readonly<Record<string, readonly string[]>>;
 
 export interface Deprecation {
   /** When it was deprecated (`x-deprecated-at`, a date). */
@@ -140,7 +148,18 @@ type OperationObject = OpenAPIV3_1.OperationObject<{
   'x-sunset'?: unknown;
   'x-successor'?: unknown;
   'x-stability-level'?: unknown;
+  'x-error-codes'?: unknown;
 }>;
+
+/** `x-error-codes` when it is a map of statuses to lists of codes; undefined otherwise. */
+function errorCodesOf(operation: OperationObject): ErrorCodes | undefined {
+  const declared = operation['x-error-codes'];
+  if (typeof declared !== 'object' || declared === null || Array.isArray(declared)) return undefined;
+  const entries = Object.entries(declared as Record<string, unknown>);
+  const isCodeList = (codes: unknown): codes is string[] =>
+    Array.isArray(codes) && codes.every((code) => typeof code === 'string');
+  return entries.every(([, codes]) => isCodeList(codes)) ? (declared as ErrorCodes) : undefined;
+}
 
 function dateOf(value: unknown): Date | undefined {
   const date =
@@ -197,6 +216,7 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
         requestMediaType: Object.keys(
           (operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined)?.content ?? {},
         )[0],
+        errorCodes: errorCodesOf(operation),
       });
     }
   }
