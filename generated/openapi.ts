@@ -17,7 +17,8 @@ export interface paths {
          *     When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
          *     an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
          *     `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
-         *     `status`, only those that also have it. This is how to fetch one animal by its id.
+         *     `status`, only those that also have it. This is how to fetch one animal by its id: with a
+         *     single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
          */
         get: operations["listPets"];
         put?: never;
@@ -44,8 +45,9 @@ export interface paths {
         /**
          * Get an animal (deprecated)
          * @deprecated
-         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead. Every
-         *     response carries `Deprecation`, `Sunset` and a `Link` to the successor.
+         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
+         *     answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
+         *     to the successor.
          */
         get: operations["getPet"];
         put?: never;
@@ -990,6 +992,12 @@ export interface components {
          */
         ETag: string;
         /**
+         * @description Sent when `id` names one animal (`?id=3`) and the page holds it: that animal's `ETag`, as
+         *     `PATCH` and `DELETE /pets/{petId}` take it in `If-Match`. Absent on any other page: a list
+         *     of several animals has no one version.
+         */
+        OnePetETag: string;
+        /**
          * @description Sent when the API key expires within a week: when it expires, as an HTTP date. Rotate it
          *     (`petstore keys rotate`) before then.
          */
@@ -1057,6 +1065,7 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["NextLink"];
+                    ETag: components["headers"]["OnePetETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];

@@ -60,7 +60,8 @@ export type Decide<State, Change> = (current: State) => Change | undefined;
 
 /** The pet catalogue. Handlers speak only this; each backend speaks its own SQL. */
 export interface PetRepository {
-  list(query: PetPageQuery): Promise<Page<Pet>>;
+  /** A page of pets, each with its version (a one-pet page answers with its ETag). */
+  list(query: PetPageQuery): Promise<Page<VersionedPet>>;
   /** Creates a pet; with a claim, the check, the insert and the claim are one transaction. */
   create(pet: NewPetRecord, claim?: IdempotencyClaim): Promise<CreateOutcome<VersionedPet>>;
   get(id: number): Promise<VersionedPet | undefined>;
