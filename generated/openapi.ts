@@ -811,10 +811,11 @@ export interface components {
         };
         /**
          * @description `If-Match` named none of the animal's current `ETag`s: it changed since it was read. Nothing
-         *     changed; fetch it again, and decide again.
+         *     changed; the `ETag` header is the current one. Fetch the animal again, and decide again.
          */
         PreconditionFailed: {
             headers: {
+                ETag: components["headers"]["CurrentETag"];
                 [name: string]: unknown;
             };
             content: {
@@ -997,6 +998,11 @@ export interface components {
          *     of several animals has no one version.
          */
         OnePetETag: string;
+        /**
+         * @description The animal's `ETag` as it is now: decide again on the animal as it is, then send this in
+         *     `If-Match`.
+         */
+        CurrentETag: string;
         /**
          * @description Sent when the API key expires within a week: when it expires, as an HTTP date. Rotate it
          *     (`petstore keys rotate`) before then.

@@ -136,6 +136,7 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
     message: `Pet ${pet.id} has changed: its ETag is now ${String(first.headers.etag)}`,
     status: 412,
   });
+  t.equal(stale.headers.etag, first.headers.etag, 'the 412 carries the current ETag as a header');
   t.equal(
     (await patch(api, pet.id, { name: 'C' }, { 'if-match': `W/${String(first.headers.etag)}` })).statusCode,
     412,
@@ -150,8 +151,10 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
   t.equal(any.statusCode, 200, '* matches any pet');
   const malformed = await patch(api, pet.id, { name: 'F' }, { 'if-match': 'abc' });
   t.equal(malformed.statusCode, 412, 'an If-Match that is not entity tags matches nothing');
+  t.equal(malformed.headers.etag, any.headers.etag, 'and says which one would');
   const staleDelete = await remove(api, pet.id, { 'if-match': etag });
   t.equal(staleDelete.statusCode, 412, 'deletePet honours If-Match too');
+  t.equal(staleDelete.headers.etag, any.headers.etag, 'its 412 carries the current ETag too');
   t.same(
     (await list(api)).map(({ name }) => name),
     ['E'],
