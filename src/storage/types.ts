@@ -157,7 +157,13 @@ export interface SecretRotation {
 export interface WebhookRepository {
   list(accountId: number): Promise<WebhookEndpoint[]>;
   get(accountId: number, id: number): Promise<WebhookEndpoint | undefined>;
-  create(accountId: number, fields: WebhookFields, secret: string): Promise<WebhookEndpoint>;
+  /** Adds an endpoint unless the account has `maxEndpoints` already (race-safe: checked as it is written). */
+  create(
+    accountId: number,
+    fields: WebhookFields,
+    secret: string,
+    maxEndpoints: number,
+  ): Promise<WebhookEndpoint | 'limit_reached'>;
   update(accountId: number, id: number, patch: WebhookPatch): Promise<WebhookEndpoint | undefined>;
   remove(accountId: number, id: number): Promise<boolean>;
   rotateSecret(accountId: number, id: number, rotation: SecretRotation): Promise<WebhookEndpoint | undefined>;
@@ -200,8 +206,12 @@ export interface AttemptOutcome {
 
 /** The outbox's messages to deliver, claimed by the workers of every instance. */
 export interface DeliveryQueue {
-  /** Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`. */
-  claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /**
+   * Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`, fairly: none of an
+   * endpoint that has `perEndpoint` in flight (leased, by any instance), and accounts in turn (the
+   * first message of each account's endpoints, then the second, ...), each endpoint's in its order.
+   */
+  claim(limit: number, leaseMs: number, perEndpoint: number): Promise<ClaimedDelivery[]>;
   /**
    * Records attempts, in their order, in one transaction; an attempt whose lease was lost to another
    * instance meanwhile is ignored.
@@ -214,8 +224,8 @@ export interface DeliveryQueue {
   saturated(): Promise<boolean>;
   /** Gives claimed messages back, unattempted (a shutdown). */
   release(ids: readonly number[]): Promise<void>;
-  /** When the next pending message is due, if any. */
-  nextDueAt(): Promise<number | undefined>;
+  /** When the next pending message is due, if any, as `claim` with `perEndpoint` would take it. */
+  nextDueAt(perEndpoint: number): Promise<number | undefined>;
   /** Messages not yet delivered (nor dead), and when the oldest of them was committed. */
   backlog(): Promise<{ pending: number; oldestCommittedAt: number | undefined }>;
   /** Removes delivered and dead messages, and attempts, older than `before`; returns how many messages. */

@@ -96,3 +96,13 @@ export function claimedOf(row: ClaimRow, now: number): ClaimedDelivery {
     failingSince: failingSince ?? undefined,
   };
 }
+
+/**
+ * The messages in flight (leased, by any instance) of each endpoint, and when the first lease ends:
+ * a common table expression of the claim, with the time as `@at` (SQLite) or `$1` (PostgreSQL).
+ */
+export function inFlight(at: string): string {
+  return `in_flight AS (
+    SELECT endpoint_id, count(*) AS count, min(lease_until) AS until FROM webhook_deliveries
+    WHERE state = 'pending' AND lease_until > ${at} GROUP BY endpoint_id)`;
+}
