@@ -132,7 +132,7 @@ t.test('an account has at most WEBHOOK_MAX_ENDPOINTS endpoints, however fast it 
   );
   t.same(answers.find((a) => a.statusCode === 409)?.json(), {
     code: 'webhook_limit_reached',
-    message: 'This account has 3 webhook endpoints, the most it may have: remove one first',
+    message: 'This account has the most webhook endpoints it may have (3): remove one first',
     status: 409,
   });
   const mine = await endpoints(api, api.auth);
@@ -158,7 +158,7 @@ async function endpointOf(storage: Storage, account: string, kinds: EventType[])
   return endpoint.id;
 }
 
-t.test('a claim takes accounts in turn, and no more of an endpoint than its cap in flight', async (t) => {
+t.test('a claim takes accounts in turn, and no more of an endpoint or an account than its cap in flight', async (t) => {
   const storage = await queueOnly(t);
   const busy = await endpointOf(storage, 'busy', ['pet.created']);
   const quiet = await endpointOf(storage, 'quiet', ['pet.updated']);
@@ -169,21 +169,22 @@ t.test('a claim takes accounts in turn, and no more of an endpoint than its cap 
   // Its pet.updated is the newest message of all, to the quiet account's endpoint.
   await storage.pets.update(last.created.pet.id, () => ({ name: 'Changed' }));
   const lease = 60_000;
+  const caps = { perEndpoint: 5, perAccount: 100 };
 
-  const first = await storage.deliveries.claim(2, lease, 5);
+  const first = await storage.deliveries.claim(2, lease, caps);
   t.same(
     first.map((d) => d.endpointId).sort(),
     [busy, quiet].sort(),
     "two places: each account's first message, though the busy one's ten are older",
   );
-  const second = await storage.deliveries.claim(100, lease, 5);
+  const second = await storage.deliveries.claim(100, lease, caps);
   t.same(
     second.map((d) => d.endpointId),
     [busy, busy, busy, busy],
     'the busy endpoint up to its cap of 5 in flight, not all of its 11',
   );
-  t.same(await storage.deliveries.claim(100, lease, 5), [], 'nothing more while they are in flight');
-  const due = await storage.deliveries.nextDueAt(5);
+  t.same(await storage.deliveries.claim(100, lease, caps), [], 'nothing more while they are in flight');
+  const due = await storage.deliveries.nextDueAt(caps);
   t.ok(due !== undefined && due > Date.now() + lease / 2, 'and nothing due before their leases end');
 
   const [finished] = second;
@@ -191,12 +192,21 @@ t.test('a claim takes accounts in turn, and no more of an endpoint than its cap 
   await storage.deliveries.settle([
     { delivery: finished, attemptedAt: Date.now(), durationMs: 1, responseStatus: 204, next: 'delivered' },
   ]);
-  t.ok(((await storage.deliveries.nextDueAt(5)) ?? Infinity) <= Date.now(), 'one settled: the next is due now');
+  t.ok(((await storage.deliveries.nextDueAt(caps)) ?? Infinity) <= Date.now(), 'one settled: the next is due now');
   t.same(
-    (await storage.deliveries.claim(100, lease, 5)).map((d) => d.endpointId),
+    (await storage.deliveries.claim(100, lease, caps)).map((d) => d.endpointId),
     [busy],
     'and one more may go',
   );
+  const accountCap = { perEndpoint: 100, perAccount: 7 };
+  t.same(
+    (await storage.deliveries.claim(100, lease, accountCap)).map((d) => d.endpointId),
+    [busy, busy],
+    'an account with 5 in flight and a cap of 7: two more, though its endpoint may have more',
+  );
+  t.same(await storage.deliveries.claim(100, lease, accountCap), [], 'then none');
+  const accountDue = await storage.deliveries.nextDueAt(accountCap);
+  t.ok(accountDue !== undefined && accountDue > Date.now() + lease / 2, 'nor any due before a lease ends');
 });
 
 t.test("another account's 30 endpoints that never answer hold up no other account's events", async (t) => {
@@ -219,12 +229,13 @@ t.test("another account's 30 endpoints that never answer hold up no other accoun
         return false;
       }
     }).length;
+  const { accountConcurrency, endpointConcurrency } = webhooks;
   const pets = [];
-  for (let n = 0; n < webhooks.endpointConcurrency + 2; n++)
-    pets.push(await api.createPet({ name: `P${n}`, categoryId: 1 }));
-  const cap = webhooks.endpointConcurrency;
-  // Every hanging endpoint holds its cap of attempts; the rest of their messages wait.
-  await eventually('every hanging endpoint holds its cap', async () => hanging.every((r) => held(r) >= cap));
+  for (let n = 0; n < 5; n++) pets.push(await api.createPet({ name: `P${n}`, categoryId: 1 }));
+  // 150 messages: their account holds its cap of attempts, spread over its endpoints in turn; the
+  // rest of their messages wait.
+  const holding = () => hanging.map(held).reduce((sum, count) => sum + count, 0);
+  await eventually('their account holds its cap', async () => holding() >= accountConcurrency);
 
   const healthy = await startReceiver(t);
   const endpoint = await subscribed(api, healthy.url, ['pet.updated']);
@@ -236,10 +247,10 @@ t.test("another account's 30 endpoints that never answer hold up no other accoun
     latencies.push((healthy.received[n]?.at ?? Infinity) - changed);
   }
   t.ok(Math.max(...latencies) < 1000, `each event arrived within 1 s (${latencies.join(', ')} ms)`);
-  t.same(
-    hanging.map(held),
-    hanging.map(() => cap),
-    'while every hanging endpoint still held its cap of attempts, and no more',
+  t.equal(holding(), accountConcurrency, 'while their account still held its cap of attempts, and no more');
+  t.ok(
+    hanging.every((receiver) => held(receiver) >= 1 && held(receiver) <= endpointConcurrency),
+    `each of its endpoints some, in turn (${hanging.map(held).join(' ')})`,
   );
   const finished = [];
   for (const { id } of await endpoints(api, theirs)) {
@@ -255,20 +266,21 @@ t.test("another account's 30 endpoints that never answer hold up no other accoun
     });
     return listed.json<WebhookDelivery[]>().length === 5;
   });
-  const { concurrency, maxEndpoints, endpointConcurrency } = DEFAULT_WEBHOOKS;
-  t.ok(concurrency > maxEndpoints * endpointConcurrency, 'by default, no one account can hold every place');
+  t.ok(DEFAULT_WEBHOOKS.concurrency > accountConcurrency, 'by default, no one account can hold every place');
 });
 
 t.test('the fairness settings are read from the environment, and nonsense is refused', async (t) => {
   const read = webhookSettingsFrom({
     WEBHOOK_CONCURRENCY: '32',
     WEBHOOK_ENDPOINT_CONCURRENCY: '2',
+    WEBHOOK_ACCOUNT_CONCURRENCY: '3',
     WEBHOOK_MAX_ENDPOINTS: '5',
   });
-  t.match(read, { concurrency: 32, endpointConcurrency: 2, maxEndpoints: 5 });
+  t.match(read, { concurrency: 32, endpointConcurrency: 2, accountConcurrency: 3, maxEndpoints: 5 });
   t.match(webhookSettingsFrom({}), {
     concurrency: DEFAULT_WEBHOOKS.concurrency,
     endpointConcurrency: DEFAULT_WEBHOOKS.endpointConcurrency,
+    accountConcurrency: DEFAULT_WEBHOOKS.accountConcurrency,
     maxEndpoints: DEFAULT_WEBHOOKS.maxEndpoints,
   });
   for (const value of ['0', '-1', '1.5', 'many', '08']) {

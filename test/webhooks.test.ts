@@ -343,7 +343,7 @@ t.test('a dead instance’s claim comes due again when its lease ends', async (t
   await dead.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
   const claimedAt = Date.now();
   t.equal(
-    (await dead.deliveries.claim(10, 1000, DEFAULT_WEBHOOKS.endpointConcurrency)).length,
+    (await dead.deliveries.claim(10, 1000, { perEndpoint: 10, perAccount: 10 })).length,
     1,
     'the instance that dies claimed the message',
   );

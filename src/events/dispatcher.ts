@@ -1,4 +1,4 @@
-import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue } from '../storage/types.js';
+import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue, InFlightCaps } from '../storage/types.js';
 import { AddressGuard } from './address-guard.js';
 import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
@@ -59,9 +59,10 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
  * same attempt), sends them, records each attempt. Woken when events commit, and by a timer for
  * retries coming due.
  *
- * Delivery is fair (docs/events.md): a claim takes no more of an endpoint's messages than leave it
- * `endpointConcurrency` in flight, over every instance, and serves accounts in turn; so a slow or
- * dead endpoint holds only its own places and the other accounts' messages go out meanwhile.
+ * Delivery is fair (docs/events.md): a claim takes no more messages than leave an endpoint with
+ * `endpointConcurrency` in flight and an account with `accountConcurrency`, over every instance,
+ * and serves accounts in turn; so a slow or dead endpoint holds only its own places and the other
+ * accounts' messages go out meanwhile.
  *
  * Delivery is background work on the event loop that serves the API, so it is done in batches and
  * yields to requests: it claims once half its places are free (not one message per finished
@@ -79,6 +80,7 @@ export class Dispatcher {
   /** A finished attempt wakes the worker once this many places are free: claims come in batches. */
   private readonly batch: number;
   private readonly loop: LoopLoad;
+  private readonly caps: InFlightCaps;
   private stopping = false;
   private pumping = false;
   /** The pump under way, which a stop waits for. */
@@ -105,6 +107,7 @@ export class Dispatcher {
     this.leaseMs = settings.timeoutMs + 30_000;
     this.batch = Math.ceil(settings.concurrency / 2);
     this.loop = new LoopLoad(settings.yieldAtLoopUtilization);
+    this.caps = { perEndpoint: settings.endpointConcurrency, perAccount: settings.accountConcurrency };
   }
 
   start(): void {
@@ -146,7 +149,7 @@ export class Dispatcher {
       const serving = this.loop.busy() || (await this.queue.saturated());
       if (serving && now - this.lastClaim < this.settings.pollMs) return 'yielding';
       this.lastClaim = now;
-      const claimed = await this.queue.claim(room, this.leaseMs, this.settings.endpointConcurrency);
+      const claimed = await this.queue.claim(room, this.leaseMs, this.caps);
       if (this.stopping) {
         // A stop began while claiming: what was taken goes back unattempted.
         if (claimed.length > 0) await this.queue.release(claimed.map((delivery) => delivery.id));
@@ -169,7 +172,7 @@ export class Dispatcher {
     if (this.stopping) return;
     let wait = end === 'yielding' ? YIELD_RECHECK_MS : this.settings.pollMs;
     if (end === 'drained') {
-      const due = await this.queue.nextDueAt(this.settings.endpointConcurrency);
+      const due = await this.queue.nextDueAt(this.caps);
       if (due !== undefined) wait = Math.min(wait, due - Date.now());
     }
     clearTimeout(this.timer);

@@ -20,6 +20,12 @@ export interface WebhookSettings {
    * a slow or dead endpoint holds no more places than this.
    */
   endpointConcurrency: number;
+  /**
+   * Attempts in flight at once to one account's endpoints, over every instance
+   * (WEBHOOK_ACCOUNT_CONCURRENCY): fewer than an instance's places, so that however many of its
+   * endpoints hang, other accounts' messages find places.
+   */
+  accountConcurrency: number;
   /** Endpoints an account may have (WEBHOOK_MAX_ENDPOINTS). */
   maxEndpoints: number;
   /** How often due messages are looked for when nothing wakes the worker (WEBHOOK_POLL_INTERVAL). */
@@ -57,10 +63,12 @@ export const DEFAULT_WEBHOOKS: WebhookSettings = {
   secretGraceMs: DAY,
   disableAfterMs: DAY,
   retentionMs: 7 * DAY,
-  // One account holds at most maxEndpoints × endpointConcurrency places (160): fewer than an
-  // instance has, so the endpoints of one account, dead or slow, never take every place.
   concurrency: 256,
-  endpointConcurrency: 8,
+  // Deep enough for one endpoint to take a backlog at the speed of 64 (BENCHMARKS.md), while an
+  // account holds a quarter of the places at most: three accounts whose endpoints all hang leave the
+  // rest a quarter.
+  endpointConcurrency: 32,
+  accountConcurrency: 64,
   maxEndpoints: 20,
   pollMs: SECOND,
   yieldAtLoopUtilization: 0.9,
@@ -124,6 +132,11 @@ export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
       'WEBHOOK_ENDPOINT_CONCURRENCY',
       env.WEBHOOK_ENDPOINT_CONCURRENCY,
       DEFAULT_WEBHOOKS.endpointConcurrency,
+    ),
+    accountConcurrency: countSetting(
+      'WEBHOOK_ACCOUNT_CONCURRENCY',
+      env.WEBHOOK_ACCOUNT_CONCURRENCY,
+      DEFAULT_WEBHOOKS.accountConcurrency,
     ),
     maxEndpoints: countSetting('WEBHOOK_MAX_ENDPOINTS', env.WEBHOOK_MAX_ENDPOINTS, DEFAULT_WEBHOOKS.maxEndpoints),
     yieldAtLoopUtilization: shareSetting(

@@ -69,7 +69,7 @@ export function webhookHandlers(
         throw new ApiError(
           409,
           'webhook_limit_reached',
-          `This account has ${settings.maxEndpoints} webhook endpoints, the most it may have: remove one first`,
+          `This account has the most webhook endpoints it may have (${settings.maxEndpoints}): remove one first`,
         );
       }
       reply.code(201).header('location', `${basePath}/webhooks/${endpoint.id}`);

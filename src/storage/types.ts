@@ -204,14 +204,21 @@ export interface AttemptOutcome {
   disable?: string | undefined;
 }
 
+/** The most attempts in flight at once, over every instance, to one endpoint and to one account's. */
+export interface InFlightCaps {
+  perEndpoint: number;
+  perAccount: number;
+}
+
 /** The outbox's messages to deliver, claimed by the workers of every instance. */
 export interface DeliveryQueue {
   /**
-   * Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`, fairly: none of an
-   * endpoint that has `perEndpoint` in flight (leased, by any instance), and accounts in turn (the
-   * first message of each account's endpoints, then the second, ...), each endpoint's in its order.
+   * Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`, fairly: no more
+   * than leave an endpoint or an account with its cap in flight (leased, by any instance), and
+   * accounts in turn (each account's first message, then each one's second, ...; within an account
+   * its endpoints in turn), each endpoint's in its order.
    */
-  claim(limit: number, leaseMs: number, perEndpoint: number): Promise<ClaimedDelivery[]>;
+  claim(limit: number, leaseMs: number, caps: InFlightCaps): Promise<ClaimedDelivery[]>;
   /**
    * Records attempts, in their order, in one transaction; an attempt whose lease was lost to another
    * instance meanwhile is ignored.
@@ -224,8 +231,8 @@ export interface DeliveryQueue {
   saturated(): Promise<boolean>;
   /** Gives claimed messages back, unattempted (a shutdown). */
   release(ids: readonly number[]): Promise<void>;
-  /** When the next pending message is due, if any, as `claim` with `perEndpoint` would take it. */
-  nextDueAt(perEndpoint: number): Promise<number | undefined>;
+  /** When the next pending message is due, if any, as `claim` with these caps would take it. */
+  nextDueAt(caps: InFlightCaps): Promise<number | undefined>;
   /** Messages not yet delivered (nor dead), and when the oldest of them was committed. */
   backlog(): Promise<{ pending: number; oldestCommittedAt: number | undefined }>;
   /** Removes delivered and dead messages, and attempts, older than `before`; returns how many messages. */

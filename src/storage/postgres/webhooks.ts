@@ -61,7 +61,8 @@ const FAN_OUT = `WITH batch AS (
 /**
  * A fair claim of up to `$3` due messages, leased until `$2`: the first `$4` due messages of each
  * enabled endpoint with fewer than `$4` in flight, taken by account in turn (each account's first,
- * then each one's second, ...), then locked with SKIP LOCKED: two instances take different ones.
+ * then each one's second, ...) while the account has fewer than `$5` in flight, then locked with
+ * SKIP LOCKED: two instances take different ones.
  */
 const CLAIM = `WITH ${inFlight('$1')}, first_due AS (
     SELECT d.id, d.next_attempt_at, w.account_id, coalesce(f.count, 0) AS in_flight, d.nth
@@ -72,10 +73,14 @@ const CLAIM = `WITH ${inFlight('$1')}, first_due AS (
         AND x.next_attempt_at <= $1 AND coalesce(x.lease_until, 0) <= $1
       ORDER BY x.next_attempt_at, x.id LIMIT $4) d
     WHERE w.enabled AND coalesce(f.count, 0) < $4
+  ), turns AS (
+    SELECT id, next_attempt_at, account_id,
+      row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id) AS turn
+    FROM first_due WHERE nth + in_flight <= $4
   ), chosen AS (
-    SELECT id FROM first_due WHERE nth + in_flight <= $4
-    ORDER BY row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id), next_attempt_at, id
-    LIMIT $3
+    SELECT id FROM turns t LEFT JOIN account_in_flight a ON a.account_id = t.account_id
+    WHERE turn + coalesce(a.count, 0) <= $5
+    ORDER BY turn, next_attempt_at, id LIMIT $3
   ), locked AS (
     SELECT d.id FROM webhook_deliveries d JOIN chosen ON chosen.id = d.id
     WHERE d.state = 'pending' AND coalesce(d.lease_until, 0) <= $1 FOR UPDATE OF d SKIP LOCKED
@@ -88,14 +93,15 @@ const CLAIM = `WITH ${inFlight('$1')}, first_due AS (
 
 /**
  * When the next message is due as the claim sees them: a message in flight when its lease ends, an
- * endpoint with `$2` in flight has none due until then, a disabled one none at all. Events without
- * their deliveries yet are due when they committed.
+ * endpoint with `$2` in flight (or of an account with `$3`) has none due until then, a disabled one
+ * none at all. Events without their deliveries yet are due when they committed.
  */
 const NEXT_DUE = `WITH ${inFlight('$1')} SELECT least(
     (SELECT min(due.at) FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
      CROSS JOIN LATERAL (SELECT min(d.next_attempt_at) AS at FROM webhook_deliveries d
        WHERE d.endpoint_id = w.id AND d.state = 'pending' AND coalesce(d.lease_until, 0) <= $1) due
-     WHERE w.enabled AND coalesce(f.count, 0) < $2),
+     LEFT JOIN account_in_flight a ON a.account_id = w.account_id
+     WHERE w.enabled AND coalesce(f.count, 0) < $2 AND coalesce(a.count, 0) < $3),
     (SELECT min(f.until) FROM in_flight f JOIN webhook_endpoints w ON w.id = f.endpoint_id WHERE w.enabled),
     (SELECT min(created_at) FROM webhook_events WHERE NOT fanned_out)) AS at`;
 
@@ -286,13 +292,13 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
   };
 
   return {
-    claim: async (limit, leaseMs, perEndpoint) => {
+    claim: async (limit, leaseMs, { perEndpoint, perAccount }) => {
       await rows(pool, { name: 'webhooks-fan-out', text: FAN_OUT, values: [FAN_OUT_BATCH] });
       const at = now();
       const claimed = await rows<ClaimRow>(pool, {
         name: 'webhooks-claim',
         text: CLAIM,
-        values: [at, at + leaseMs, limit, perEndpoint],
+        values: [at, at + leaseMs, limit, perEndpoint, perAccount],
       });
       return claimed.map((row) => claimedOf(row, at));
     },
@@ -361,12 +367,12 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
         values: [ids],
       });
     },
-    nextDueAt: async (perEndpoint) =>
+    nextDueAt: async ({ perEndpoint, perAccount }) =>
       (
         await firstRow<{ at: number | null }>(pool, {
           name: 'webhooks-next-due',
           text: NEXT_DUE,
-          values: [now(), perEndpoint],
+          values: [now(), perEndpoint, perAccount],
         })
       )?.at ?? undefined,
     backlog: async () => {

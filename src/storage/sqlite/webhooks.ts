@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
-import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
+import type { AttemptOutcome, DeliveryQueue, InFlightCaps, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -213,11 +213,14 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     fanOut.run(from, to);
     advance.run(to);
   };
-  const due = db.prepare<[{ at: number; perEndpoint: number; limit: number }], { id: number }>(
-    `WITH ${IN_FLIGHT}, ${FIRST_DUE}
-     SELECT id FROM first_due WHERE nth + in_flight <= @perEndpoint
-     ORDER BY row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id), next_attempt_at, id
-     LIMIT @limit`,
+  const due = db.prepare<[InFlightCaps & { at: number; limit: number }], { id: number }>(
+    `WITH ${IN_FLIGHT}, ${FIRST_DUE}, turns AS (
+       SELECT id, next_attempt_at, account_id,
+         row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id) AS turn
+       FROM first_due WHERE nth + in_flight <= @perEndpoint)
+     SELECT id FROM turns t LEFT JOIN account_in_flight a ON a.account_id = t.account_id
+     WHERE turn + coalesce(a.count, 0) <= @perAccount
+     ORDER BY turn, next_attempt_at, id LIMIT @limit`,
   );
   const ids = 'IN (SELECT value FROM json_each(?))';
   const lease = db.prepare<[number, string]>(
@@ -227,9 +230,9 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     `SELECT ${CLAIM_COLUMNS} FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
      JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id ${ids}`,
   );
-  const claim = db.transaction((at: number, leaseMs: number, limit: number, perEndpoint: number) => {
+  const claim = db.transaction((at: number, leaseMs: number, limit: number, caps: InFlightCaps) => {
     fanOutBatch();
-    const chosen = JSON.stringify(due.all({ at, perEndpoint, limit }).map((row) => row.id));
+    const chosen = JSON.stringify(due.all({ ...caps, at, limit }).map((row) => row.id));
     lease.run(at + leaseMs, chosen);
     return claimed.all(chosen);
   });
@@ -253,16 +256,17 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   const release = db.prepare<[number]>(
     "UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1 WHERE id = ? AND state = 'pending'",
   );
-  // A message in flight is due when its lease ends; an endpoint with its most in flight has none due
-  // until then, and a disabled endpoint has none due at all: counting any of them as due now would
+  // A message in flight is due when its lease ends; an endpoint (or account) with its most in flight
+  // has none due until then, and a disabled endpoint has none due at all: counting any of them as due now would
   // have the worker claim in a loop until they settle. Events not yet made into deliveries are due
   // when they committed.
-  const nextDue = db.prepare<[{ at: number; perEndpoint: number }], { at: number | null }>(
+  const nextDue = db.prepare<[InFlightCaps & { at: number }], { at: number | null }>(
     `WITH ${IN_FLIGHT} SELECT min(at) AS at FROM (
        SELECT (SELECT min(d.next_attempt_at) FROM webhook_deliveries d WHERE d.endpoint_id = w.id
                  AND d.state = 'pending' AND coalesce(d.lease_until, 0) <= @at) AS at
        FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
-       WHERE w.enabled = 1 AND coalesce(f.count, 0) < @perEndpoint
+       LEFT JOIN account_in_flight a ON a.account_id = w.account_id
+       WHERE w.enabled = 1 AND coalesce(f.count, 0) < @perEndpoint AND coalesce(a.count, 0) < @perAccount
        UNION ALL
        SELECT min(f.until) FROM in_flight f JOIN webhook_endpoints w ON w.id = f.endpoint_id WHERE w.enabled = 1
        UNION ALL
@@ -320,14 +324,14 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   });
 
   return {
-    claim: async (limit, leaseMs, perEndpoint) => {
+    claim: async (limit, leaseMs, caps) => {
       const at = now();
-      return claim.immediate(at, leaseMs, limit, perEndpoint).map((row) => claimedOf(row, at));
+      return claim.immediate(at, leaseMs, limit, caps).map((row) => claimedOf(row, at));
     },
     settle: async (outcomes) => settleAll.immediate(outcomes),
     saturated: async () => false,
     release: async (ids) => releaseAll.immediate(ids),
-    nextDueAt: async (perEndpoint) => nextDue.get({ at: now(), perEndpoint })?.at ?? undefined,
+    nextDueAt: async (caps) => nextDue.get({ ...caps, at: now() })?.at ?? undefined,
     backlog: async () => {
       const row = backlog.get();
       return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
