@@ -10,7 +10,7 @@ import { checkGenerated } from './generated.js';
 import { checkEvents } from './events.js';
 import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
-import { checkDeprecations, checkScopes } from './operations.js';
+import { checkDeprecations, checkEventScopes, checkScopes } from './operations.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 
@@ -69,6 +69,7 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
       attempt('errors', () => checkErrorCodes(contract)),
+      attempt('event scopes', () => checkEventScopes(contract)),
       attempt('events', () => checkEvents(root, contract)),
       attempt('changelog', () => checkChangelog(root)),
       ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),

@@ -58,6 +58,8 @@ export interface Contract extends ValidatedContract {
   sha256: string;
   /** `build`: the copy `npm run build` validated, for these very bytes; `start`: validated now. */
   validatedAt: 'build' | 'start';
+  /** The scope a key needs to subscribe to each event kind (its `x-scope`). */
+  eventScopes: ReadonlyMap<string, string>;
 }
 
 /** The copy of the contract that `npm run build` validated and dereferenced. */
@@ -129,6 +131,7 @@ export async function loadContract(path: string = contractPath): Promise<Contrac
     operations: operationsOf(dereferenced),
     sha256: hash,
     validatedAt: compiled === undefined ? 'start' : 'build',
+    eventScopes: eventScopesOf(dereferenced),
   };
 }
 
@@ -229,4 +232,38 @@ export function scopesOf(document: OpenApiDocument): Map<string, string> {
     'x-scopes'?: Record<string, string>;
   }[];
   return new Map(schemes.flatMap((scheme) => Object.entries(scheme['x-scopes'] ?? {})));
+}
+
+type EventKinds = [string, { post?: { 'x-scope'?: unknown } }][];
+
+function eventKindsOf(document: OpenApiDocument): EventKinds {
+  return Object.entries(document.webhooks ?? {}) as EventKinds;
+}
+
+/**
+ * The scope a key needs to subscribe to each event kind the contract declares: its `x-scope`, the
+ * scope that reads the data it carries. A kind without a valid one is left out: eventsWithoutScope.
+ */
+export function eventScopesOf(document: OpenApiDocument): Map<string, string> {
+  const known = scopesOf(document);
+  return new Map(
+    eventKindsOf(document).flatMap(([kind, item]) => {
+      const scope = item.post?.['x-scope'];
+      return typeof scope === 'string' && known.has(scope) ? [[kind, scope]] : [];
+    }),
+  );
+}
+
+/**
+ * The event kinds that name no scope a key can be given: neither the server nor `contract:check`
+ * accepts one, since its subscribers would get data no scope guards.
+ */
+export function eventsWithoutScope(document: OpenApiDocument): string[] {
+  const scoped = eventScopesOf(document);
+  return eventKindsOf(document)
+    .filter(([kind]) => !scoped.has(kind))
+    .map(
+      ([kind]) =>
+        `event ${kind} names no scope that reads its data: give it x-scope, one of ${[...scopesOf(document).keys()].join(', ')}`,
+    );
 }
