@@ -84,6 +84,8 @@ if [ -f "$run_dir/run-local.pid" ] && alive "$(cat "$run_dir/run-local.pid")"; t
 fi
 mkdir -p -m 700 "$run_dir"
 [ -O "$run_dir" ] || fail "$run_dir belongs to another user"
+# Left by a stack that was killed: roll must not find instances this one does not have.
+rm -f "$run_dir"/instance?.pid
 
 supervisors=()
 haproxy_pid=""
