@@ -57,7 +57,7 @@ export interface paths {
          * @description Removes the animal: it is gone from every list, and its id is never given to another.
          *     Removing it again is a `404`. An animal with a placed order cannot be removed (`409`
          *     `pet_on_order`): complete or cancel the order first. `If-Match` removes it only if it is
-         *     as last seen (`412` otherwise).
+         *     as last seen, `If-None-Match` only if its `ETag` is not one named (`412` otherwise).
          */
         delete: operations["deletePet"];
         options?: never;
@@ -77,7 +77,9 @@ export interface paths {
          *     applies first and the other is judged against its result.
          *
          *     Send the `ETag` of the animal as you last saw it in `If-Match` to change it only if nobody
-         *     changed it since (`412` otherwise). A patch that changes nothing keeps the `ETag`.
+         *     changed it since (`412` otherwise). `If-None-Match` is honoured too (RFC 9110 13.1.2): a
+         *     `412` when it names the current `ETag`, or is `*`. A patch that changes nothing keeps the
+         *     `ETag`.
          */
         patch: operations["updatePet"];
         trace?: never;
@@ -622,8 +624,9 @@ export interface components {
         /** @description An animal to add. Only these fields are allowed. */
         NewPet: {
             /**
-             * @description The animal's name: 1 to 100 characters, not only white space, without control
-             *     characters or unpaired surrogates; stored as sent.
+             * @description The animal's name: 1 to 100 characters, at least one of them visible (not white space
+             *     nor an invisible one, a Unicode default-ignorable code point such as U+200B), without
+             *     control characters or unpaired surrogates; stored as sent.
              * @example Rex
              */
             name: string;
@@ -679,11 +682,11 @@ export interface components {
          *     `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
          *     `precondition_failed` (412), `payload_too_large` (413), `unsupported_media_type` (415),
          *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429),
-         *     `internal_error` (500), `service_unavailable` (503). New codes come in minor versions
-         *     (docs/errors.md).
+         *     `internal_error` (500), `not_implemented` (501), `service_unavailable` (503). New codes
+         *     come in minor versions (docs/errors.md).
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope" | "webhook_url_refused" | "webhook_disabled" | "webhook_limit_reached";
+        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope" | "webhook_url_refused" | "webhook_disabled" | "webhook_limit_reached" | "not_implemented";
     };
     responses: {
         /** @description This account has no endpoint with this id (another account's endpoint is not found either). */
@@ -844,8 +847,9 @@ export interface components {
             };
         };
         /**
-         * @description `If-Match` named none of the animal's current `ETag`s: it changed since it was read. Nothing
-         *     changed; the `ETag` header is the current one. Fetch the animal again, and decide again.
+         * @description `If-Match` named none of the animal's current `ETag`s (it changed since it was read), or
+         *     `If-None-Match` named its `ETag` or was `*`, or either could not be read. Nothing changed;
+         *     the `ETag` header is the current one. Fetch the animal again, and decide again.
          */
         PreconditionFailed: {
             headers: {
@@ -907,12 +911,28 @@ export interface components {
         /**
          * @description The body is not of the media type the operation takes (`application/json`, or
          *     `application/merge-patch+json` for a change), names a charset other than UTF-8, or is
-         *     compressed.
+         *     compressed; or a body was sent (a `Content-Length` above 0, or `Transfer-Encoding`) to an
+         *     operation that declares none, whatever its type. Decided from the headers, before the body
+         *     is read.
          */
         UnsupportedMediaType: {
             headers: {
                 /** @description Sent when the body was compressed; the only coding accepted. */
                 "Accept-Encoding"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The body comes in a transfer coding this server does not implement (RFC 9112 6.1):
+         *     `Transfer-Encoding` names a coding other than `chunked` (`gzip, chunked`). Decided from the
+         *     headers, before authentication; the body is not read, nothing changes, and the connection is
+         *     closed. A `Transfer-Encoding` whose last coding is not `chunked` is a `400` (RFC 9112 6.3).
+         */
+        NotImplemented: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -973,14 +993,16 @@ export interface components {
         StatusFilter: components["schemas"]["PetStatus"];
         /**
          * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-         *     page. A malformed cursor is a 400.
+         *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
+         *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
          */
         Cursor: string;
         /**
          * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
-         *     same API key within 24 hours, answers with the original 201 (same pet, with
-         *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
-         *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+         *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
+         *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
+         *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
+         *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
          * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
          */
         IdempotencyKey: string;
@@ -996,11 +1018,20 @@ export interface components {
         OrderStatusFilter: components["schemas"]["OrderStatus"];
         /**
          * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
-         *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
-         *     Without it, changes apply in the order they arrive.
+         *     of them, empty elements ignored as RFC 9110 5.6.1 says), or `*` for "if it exists".
+         *     Otherwise, or when the value is neither, the answer is `412` and nothing changes. Without
+         *     it, changes apply in the order they arrive. Weak tags (`W/"3"`) never match.
          * @example "3"
          */
         IfMatch: string;
+        /**
+         * @description Apply the change only if the animal's `ETag` is none of those listed (compared weakly:
+         *     `W/"3"` names `"3"`); `*` never holds, as the animal exists (RFC 9110 13.1.2). Otherwise,
+         *     or when the value is not `*` nor a list of entity tags, the answer is `412` and nothing
+         *     changes. Evaluated after `If-Match` (RFC 9110 13.2.2).
+         * @example "3"
+         */
+        IfNoneMatch: string;
         /**
          * @description The order's id, a canonical positive decimal integer.
          * @example 1
@@ -1042,7 +1073,10 @@ export interface components {
          *     (`petstore keys rotate`) before then.
          */
         ApiKeyExpires: string;
-        /** @description `true` when this answer replays an earlier request with the same `Idempotency-Key`. */
+        /**
+         * @description `true` when this answer replays the first answer to an earlier request with the same
+         *     `Idempotency-Key`: its body and headers are as they were then, not as the resource is now.
+         */
         IdempotentReplayed: "true";
         /** @description The operation is deprecated (RFC 9745); the value is when it was deprecated. */
         Deprecation: string;
@@ -1091,7 +1125,8 @@ export interface operations {
                 id?: components["parameters"]["IdFilter"];
                 /**
                  * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                 *     page. A malformed cursor is a 400.
+                 *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
+                 *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
                  */
                 cursor?: components["parameters"]["Cursor"];
             };
@@ -1121,8 +1156,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1132,9 +1169,10 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
-                 *     same API key within 24 hours, answers with the original 201 (same pet, with
-                 *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
-                 *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+                 *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
+                 *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
+                 *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
+                 *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -1170,8 +1208,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /**
-             * @description A retry with an `Idempotency-Key` whose animal has since been removed: it is not
-             *     created again.
+             * @description A retry with an `Idempotency-Key` claimed before the server kept first answers (an
+             *     upgrade within the key's 24 hours) whose animal has since been removed: it is not
+             *     created again. A key claimed since replays the first answer.
              */
             404: {
                 headers: {
@@ -1188,6 +1227,7 @@ export interface operations {
             422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1283,6 +1323,18 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            /** @description A body was sent: this operation takes none (see the UnsupportedMediaType response). */
+            415: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests (see the RateLimited response). */
             429: {
                 headers: {
@@ -1301,6 +1353,18 @@ export interface operations {
             };
             /** @description An unexpected failure in the service; the message reveals nothing of it. */
             500: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body comes in a transfer coding this server does not implement (see the NotImplemented response). */
+            501: {
                 headers: {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
@@ -1335,11 +1399,20 @@ export interface operations {
             header?: {
                 /**
                  * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
-                 *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
-                 *     Without it, changes apply in the order they arrive.
+                 *     of them, empty elements ignored as RFC 9110 5.6.1 says), or `*` for "if it exists".
+                 *     Otherwise, or when the value is neither, the answer is `412` and nothing changes. Without
+                 *     it, changes apply in the order they arrive. Weak tags (`W/"3"`) never match.
                  * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Apply the change only if the animal's `ETag` is none of those listed (compared weakly:
+                 *     `W/"3"` names `"3"`); `*` never holds, as the animal exists (RFC 9110 13.1.2). Otherwise,
+                 *     or when the value is not `*` nor a list of entity tags, the answer is `412` and nothing
+                 *     changes. Evaluated after `If-Match` (RFC 9110 13.2.2).
+                 * @example "3"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
                 /**
@@ -1371,8 +1444,10 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1382,11 +1457,20 @@ export interface operations {
             header?: {
                 /**
                  * @description Apply the change only if the animal is as last seen: its `ETag` (or a comma-separated list
-                 *     of them), or `*` for "if it exists". Otherwise the answer is `412` and nothing changes.
-                 *     Without it, changes apply in the order they arrive.
+                 *     of them, empty elements ignored as RFC 9110 5.6.1 says), or `*` for "if it exists".
+                 *     Otherwise, or when the value is neither, the answer is `412` and nothing changes. Without
+                 *     it, changes apply in the order they arrive. Weak tags (`W/"3"`) never match.
                  * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Apply the change only if the animal's `ETag` is none of those listed (compared weakly:
+                 *     `W/"3"` names `"3"`); `*` never holds, as the animal exists (RFC 9110 13.1.2). Otherwise,
+                 *     or when the value is not `*` nor a list of entity tags, the answer is `412` and nothing
+                 *     changes. Evaluated after `If-Match` (RFC 9110 13.2.2).
+                 * @example "3"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
                 /**
@@ -1430,6 +1514,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1448,7 +1533,8 @@ export interface operations {
                 status?: components["parameters"]["OrderStatusFilter"];
                 /**
                  * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                 *     page. A malformed cursor is a 400.
+                 *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
+                 *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
                  */
                 cursor?: components["parameters"]["Cursor"];
             };
@@ -1477,8 +1563,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1488,9 +1576,10 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
-                 *     same API key within 24 hours, answers with the original 201 (same pet, with
-                 *     `Idempotent-Replayed: true`) and creates nothing, even when the two requests race. The same
-                 *     key with a different body is a 422. Keys are scoped to the API key that sent them.
+                 *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
+                 *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
+                 *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
+                 *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -1532,6 +1621,7 @@ export interface operations {
             422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1569,8 +1659,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["OrderNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1618,6 +1710,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1648,8 +1741,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1692,6 +1787,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1729,8 +1825,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1766,8 +1864,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1814,6 +1914,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1852,8 +1953,10 @@ export interface operations {
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["WebhookDisabled"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1891,8 +1994,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1936,8 +2041,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
