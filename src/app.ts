@@ -18,9 +18,9 @@ import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors, { refusals } from './plugins/errors.js';
 import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type RequestHook } from './plugins/not-found.js';
-import framing from './plugins/framing.js';
+import framing, { refuseUnimplementedTransferCoding } from './plugins/framing.js';
 import health from './plugins/health.js';
-import jsonBody, { JSON_MEDIA_TYPES, refuseUnreadableBody } from './plugins/json-body.js';
+import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { overloadedError } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
@@ -294,12 +294,14 @@ export async function buildApp({
         if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
         const deprecation = deprecations.get(operationId);
         if (deprecation !== undefined) onRequest.push(markDeprecated(deprecation));
+        // Per operation, after the deprecation headers, which every answer of a deprecated one carries.
+        onRequest.push(refuseUnimplementedTransferCoding);
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         if (operation.scopes.length > 0) onRequest.push(requireScopes(operation.scopes, refuse));
         operationHooks.set(operationId, onRequest);
         const preParsing =
           operation.requestMediaType === undefined
-            ? []
+            ? [refuseAnyBody]
             : [refuseUnreadableBody(operation.requestMediaType), continueBeforeBody];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.

@@ -3,7 +3,9 @@
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import { type Storage, StorageUnavailableError } from '../src/storage/types.js';
+import type { ErrorBody } from '../src/domain/errors.js';
 import { listen, parseRawResponse, rawExchange, startApi, type TestApi } from './helpers/api.js';
+import { probeDatabase } from './helpers/backend.js';
 import { assertConforms, contract } from './helpers/contract.js';
 
 type ContractOperation = (typeof contract.operations)[number];
@@ -18,6 +20,8 @@ function call(api: TestApi, operation: ContractOperation, headers: Record<string
 }
 
 const withBody = contract.operations.filter(({ requestMediaType }) => requestMediaType !== undefined);
+const withoutBody = contract.operations.filter(({ requestMediaType }) => requestMediaType === undefined);
+const createPet = contract.operations.find(({ operationId }) => operationId === 'createPet') as ContractOperation;
 
 t.test(
   'every operation: 401 without a key, 400 for a query parameter it does not declare, 429 over the limit',
@@ -110,4 +114,100 @@ t.test('every operation with a body: 408 when the body does not arrive in time',
       t.equal(answer.statusCode, 408, `${operation.operationId} with a body that stops coming`);
     }),
   );
+});
+
+/** A request on the wire, with a chunked body in `transferEncoding`. */
+function chunkedRequest(api: TestApi, operation: ContractOperation, transferEncoding: string[]): string {
+  const body = operation.requestMediaType === undefined ? '' : '{"name":"Rex","categoryId":1}';
+  const chunks = body === '' ? '0\r\n\r\n' : `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+  return (
+    `${operation.method} ${urlOf(operation)} HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
+    `Content-Type: ${operation.requestMediaType ?? 'application/json'}\r\n` +
+    `${transferEncoding.map((value) => `Transfer-Encoding: ${value}\r\n`).join('')}\r\n${chunks}`
+  );
+}
+
+t.test('every operation: 501 for a transfer coding besides chunked, before the body is read', async (t) => {
+  const api = await startApi(t);
+  await api.createPet({ name: 'Tom', categoryId: 1 });
+  const { origin } = await listen(t, api);
+  const port = Number(new URL(origin).port);
+  const probe = await probeDatabase(t, api.databaseUrl);
+  const before = await probe.snapshot();
+  const codings = [
+    ['gzip, chunked'],
+    ['foo, chunked'],
+    ['deflate,chunked'],
+    ['x-custom;q=1, CHUNKED'],
+    ['gzip', 'chunked'],
+  ];
+  for (const operation of contract.operations) {
+    for (const transferEncoding of codings) {
+      const answer = parseRawResponse(await rawExchange(port, chunkedRequest(api, operation, transferEncoding)));
+      assertConforms(operation.method, urlOf(operation), answer);
+      t.equal(
+        answer.statusCode,
+        501,
+        `${operation.operationId} with Transfer-Encoding ${transferEncoding.join(' + ')}`,
+      );
+      t.equal(answer.json<ErrorBody>().code, 'not_implemented');
+      t.equal(answer.headers.connection, 'close', 'the body is not read: the connection is closed');
+    }
+  }
+  t.same(await probe.snapshot(), before, 'nothing was written');
+  const chunked = parseRawResponse(
+    await rawExchange(
+      port,
+      `${chunkedRequest(api, createPet, ['CHUNKED'])}`.replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n'),
+    ),
+  );
+  t.equal(chunked.statusCode, 201, 'chunked alone, in any case, is read');
+  const emptyElements = parseRawResponse(
+    await rawExchange(
+      port,
+      chunkedRequest(api, createPet, [', chunked']).replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n'),
+    ),
+  );
+  t.equal(emptyElements.statusCode, 201, 'an empty list element is no coding (RFC 9110 5.6.1)');
+});
+
+t.test('every operation without a body: 415 for a body of any type, before it is read', async (t) => {
+  const api = await startApi(t);
+  const probe = await probeDatabase(t, api.databaseUrl);
+  await api.createPet({ name: 'Tom', categoryId: 1 });
+  const before = await probe.snapshot();
+  const bodies: [string, Record<string, string>, string][] = [
+    ['text/plain', { 'content-type': 'text/plain' }, 'hello'],
+    ['JSON', { 'content-type': 'application/json' }, '{}'],
+    ['no type', {}, 'x'],
+  ];
+  for (const operation of withoutBody) {
+    for (const [what, headers, payload] of bodies) {
+      const answer = await api.request({
+        method: operation.method,
+        url: urlOf(operation),
+        headers: { ...api.auth, ...headers },
+        payload,
+      });
+      t.equal(answer.statusCode, 415, `${operation.operationId} with a ${what} body`);
+      t.same(answer.json(), {
+        code: 'unsupported_media_type',
+        message: 'This operation takes no body: send none',
+        status: 415,
+      });
+    }
+    for (const contentType of ['application/json', 'text/plain']) {
+      const empty = await api.request({
+        method: operation.method,
+        url: urlOf(operation),
+        headers: { ...api.auth, 'content-type': contentType, 'content-length': '0' },
+      });
+      t.ok(
+        empty.statusCode < 400 || empty.statusCode === 404,
+        `${operation.operationId}: a ${contentType} Content-Type without a body is no body (${empty.body})`,
+      );
+    }
+  }
+  const after = await probe.snapshot();
+  t.same(after, { ...before, pets: (before.pets ?? 0) - 1 }, 'only the deletePet with no body removed a pet');
 });

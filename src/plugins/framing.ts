@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../domain/errors.js';
+import { ApiError, shown } from '../domain/errors.js';
 
 /**
  * Headers a request may carry once. Node keeps the first of a repeated one and drops the rest,
@@ -46,6 +46,40 @@ function framingProblem(request: FastifyRequest): ApiError | undefined {
     ? undefined
     : new ApiError(400, 'invalid_request', `The ${repeated} header may be sent only once`);
 }
+
+/**
+ * The transfer codings a request names besides `chunked` (RFC 9112 6.1), by name: Node's parser
+ * frames `Transfer-Encoding: gzip, chunked` as plain chunked and would hand over the body still
+ * gzipped. Empty list elements are ignored (RFC 9110 5.6.1). Node itself refuses, with a 400, a
+ * list whose last coding is not chunked (RFC 9112 6.3), so only codings before it reach here.
+ */
+function unimplementedCodings(transferEncoding: string): string[] {
+  return transferEncoding
+    .split(',')
+    .map((coding) => (coding.split(';', 1)[0] ?? '').trim().toLowerCase())
+    .filter((name) => name !== '' && name !== 'chunked');
+}
+
+/**
+ * A 501 for a body in a transfer coding this server does not implement (RFC 9112 6.1), before
+ * the body is read: its length is unknown, so the connection is closed after the answer.
+ */
+export const refuseUnimplementedTransferCoding: onRequestHookHandler = (request, _reply, done) => {
+  const transferEncoding = request.headers['transfer-encoding'];
+  const codings = transferEncoding === undefined ? [] : unimplementedCodings(transferEncoding);
+  if (codings.length === 0) {
+    done();
+    return;
+  }
+  const named = shown(codings.join(', '));
+  done(
+    new ApiError(
+      501,
+      'not_implemented',
+      `Transfer-Encoding ${named} is not implemented: send the body with Content-Length, or chunked alone`,
+    ),
+  );
+};
 
 /** Synchronous: a hook that returns a promise costs one, and a microtask, on every request. */
 const rejectAmbiguousFraming: onRequestHookHandler = (request, _reply, done) => done(framingProblem(request));

@@ -120,6 +120,24 @@ export function refuseUnreadableBody(mediaType: string): preParsingHookHandler {
   };
 }
 
+const NO_BODY_TAKEN = new ApiError(415, 'unsupported_media_type', 'This operation takes no body: send none');
+
+/**
+ * For an operation whose contract declares no request body: a 415 for a request that sends one,
+ * whatever its type, before it is read. RFC 9110 gives such content no meaning (9.3.1, 9.3.5);
+ * ignoring it would let a client believe that what it sent was taken. A Content-Type without a
+ * body (some clients send one on every request) describes nothing, and is dropped: fastify would
+ * otherwise parse the empty body by it, a 400 for JSON and a 415 for any other type.
+ */
+export const refuseAnyBody: preParsingHookHandler = (request, _reply, payload, done) => {
+  if (hasBody(request.headers)) {
+    done(NO_BODY_TAKEN);
+    return;
+  }
+  delete request.raw.headers['content-type'];
+  done(null, payload);
+};
+
 /**
  * Bodies are JSON and nothing else (each operation's one media type: refuseUnreadableBody). fastify's parser is kept (it rejects `__proto__` and
  * `constructor.prototype`), after two checks it lacks: bytes that are not UTF-8 would become
