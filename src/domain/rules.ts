@@ -18,9 +18,9 @@ export class StoreRules {
   }
 
   /** A patch of a pet: the fields that differ from the pet as it is, or a refusal. */
-  changePet(patch: PetFields, ifMatch: EntityTagCondition | undefined): (current: PetState) => PetFields | undefined {
+  changePet(patch: PetFields, preconditions: Preconditions): (current: PetState) => PetFields | undefined {
     return (current) => {
-      requireMatch(ifMatch, current);
+      requireMatch(preconditions, current);
       const { pet } = current;
       const changed: PetFields = {};
       if (patch.name !== undefined && patch.name !== pet.name) changed.name = patch.name;
@@ -33,10 +33,10 @@ export class StoreRules {
     };
   }
 
-  /** A removal of a pet: refused while it has a placed order, or when If-Match does not match. */
-  removePet(ifMatch: EntityTagCondition | undefined): (current: PetState) => void {
+  /** A removal of a pet: refused while it has a placed order, or when a precondition fails. */
+  removePet(preconditions: Preconditions): (current: PetState) => void {
     return (current) => {
-      requireMatch(ifMatch, current);
+      requireMatch(preconditions, current);
       refuseWhileOnOrder(current);
     };
   }
@@ -94,30 +94,65 @@ export function entityTag({ version }: VersionedPet): string {
   return `"${version}"`;
 }
 
-/** An `If-Match` header, parsed: `*`, or the strong entity tags it lists. */
-export type EntityTagCondition = '*' | readonly string[];
-
-const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7E\x80-\xFF]*"$/;
-
 /**
- * Parses `If-Match` (RFC 9110 13.1.1). One that is neither `*` nor a list of entity tags matches
- * nothing: the change is refused with a 412, never applied on a condition that could not be read.
+ * An `If-Match` or `If-None-Match` header, parsed: `*`, the entity tags it lists, or `unreadable`
+ * when it is neither (the change is then refused with a 412, never applied on a condition that
+ * could not be read).
  */
-export function parseIfMatch(header: string | undefined): EntityTagCondition | undefined {
-  if (header === undefined) return undefined;
-  if (header.trim() === '*') return '*';
-  const tags = header.split(',').map((tag) => tag.trim());
-  if (tags.some((tag) => !ENTITY_TAG.test(tag))) return [];
-  // Weak tags never match for If-Match, which compares strongly.
-  return tags.filter((tag) => !tag.startsWith('W/'));
+export type EntityTagCondition = '*' | readonly string[] | 'unreadable';
+
+/** The preconditions of a change (RFC 9110 13.1): each absent when its header was not sent. */
+export interface Preconditions {
+  ifMatch?: EntityTagCondition | undefined;
+  ifNoneMatch?: EntityTagCondition | undefined;
 }
 
-function requireMatch(condition: EntityTagCondition | undefined, current: VersionedPet): void {
-  if (condition === undefined || condition === '*') return;
+/** One element of a list of entity tags, and the comma or end after it; an element may be empty. */
+const TAG_LIST_ELEMENT = /[ \t]*((?:W\/)?"[\x21\x23-\x7E\x80-\xFF]*")?[ \t]*(,|$)/y;
+
+/**
+ * Parses `If-Match` or `If-None-Match` (RFC 9110 13.1.1, 13.1.2). Empty list elements are ignored
+ * (RFC 9110 5.6.1: `"1",,` is `"1"`); a tag may hold a comma, so the list is read tag by tag.
+ */
+function parseCondition(header: string | undefined): EntityTagCondition | undefined {
+  if (header === undefined) return undefined;
+  if (header.trim() === '*') return '*';
+  const tags: string[] = [];
+  TAG_LIST_ELEMENT.lastIndex = 0;
+  while (TAG_LIST_ELEMENT.lastIndex < header.length) {
+    const element = TAG_LIST_ELEMENT.exec(header);
+    if (element === null) return 'unreadable';
+    if (element[1] !== undefined) tags.push(element[1]);
+    if (element[2] === '') break;
+  }
+  return tags;
+}
+
+/** The `If-Match` and `If-None-Match` of a request. */
+export function preconditionsOf(headers: {
+  'if-match'?: string | undefined;
+  'if-none-match'?: string | undefined;
+}): Preconditions {
+  return { ifMatch: parseCondition(headers['if-match']), ifNoneMatch: parseCondition(headers['if-none-match']) };
+}
+
+/** The opaque part of an entity tag: weak comparison ignores `W/` (RFC 9110 8.8.3.2). */
+const opaque = (tag: string) => (tag.startsWith('W/') ? tag.slice(2) : tag);
+
+/** Evaluated in the order of RFC 9110 13.2.2: If-Match, then If-None-Match; a 412 when one fails. */
+function requireMatch({ ifMatch, ifNoneMatch }: Preconditions, current: VersionedPet): void {
   const tag = entityTag(current);
-  if (!condition.includes(tag)) {
-    throw new ApiError(412, 'precondition_failed', `Pet ${current.pet.id} has changed: its ETag is now ${tag}`, {
-      etag: tag,
-    });
+  const { id } = current.pet;
+  // The 412 carries the pet's current ETag, to decide again on the pet as it is.
+  const failed = (message: string) => new ApiError(412, 'precondition_failed', message, { etag: tag });
+  if (ifMatch === 'unreadable') throw failed('If-Match must be * or a list of entity tags ("3", "4")');
+  // Strong comparison: a weak tag never matches.
+  if (ifMatch !== undefined && ifMatch !== '*' && !ifMatch.includes(tag)) {
+    throw failed(`Pet ${id} has changed: its ETag is now ${tag}`);
+  }
+  if (ifNoneMatch === 'unreadable') throw failed('If-None-Match must be * or a list of entity tags ("3", "4")');
+  if (ifNoneMatch === '*') throw failed(`Pet ${id} exists, and If-None-Match is *`);
+  if (ifNoneMatch?.some((named) => opaque(named) === tag) === true) {
+    throw failed(`Pet ${id} has the ETag ${tag}, which If-None-Match names`);
   }
 }

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { entityTag, parseIfMatch, type StoreRules } from '../domain/rules.js';
+import { entityTag, preconditionsOf, type StoreRules } from '../domain/rules.js';
 import { ApiError } from '../domain/errors.js';
 import type { PetRepository, VersionedPet } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
@@ -47,7 +47,7 @@ export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: st
 
     async updatePet(request, reply) {
       const { petId } = request.params;
-      const decide = rules.changePet(request.body, parseIfMatch(request.headers['if-match']));
+      const decide = rules.changePet(request.body, preconditionsOf(request.headers));
       const updated = await pets.update(petId, decide);
       if (updated === undefined) throw notFound(petId);
       return tagged(reply, updated);
@@ -55,7 +55,7 @@ export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: st
 
     async deletePet(request, reply) {
       const { petId } = request.params;
-      const removed = await pets.remove(petId, rules.removePet(parseIfMatch(request.headers['if-match'])));
+      const removed = await pets.remove(petId, rules.removePet(preconditionsOf(request.headers)));
       if (!removed) throw notFound(petId);
       reply.code(204);
       return undefined;
