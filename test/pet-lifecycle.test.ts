@@ -152,6 +152,7 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
   const malformed = await patch(api, pet.id, { name: 'F' }, { 'if-match': 'abc' });
   t.equal(malformed.statusCode, 412, 'an If-Match that is not entity tags matches nothing');
   t.equal(malformed.headers.etag, any.headers.etag, 'and says which one would');
+  t.equal(malformed.json<ErrorBody>().message, 'If-Match must be * or a list of entity tags ("3", "4")');
   const staleDelete = await remove(api, pet.id, { 'if-match': etag });
   t.equal(staleDelete.statusCode, 412, 'deletePet honours If-Match too');
   t.equal(staleDelete.headers.etag, any.headers.etag, 'its 412 carries the current ETag too');
@@ -185,6 +186,50 @@ t.test('GET /pets?id= reads one pet with its ETag, the one If-Match takes; no ot
   t.equal((await read(`id=${other.id},${other.id}`)).etag, String((await read(`id=${other.id}`)).etag), 'one id twice');
   t.same(await read(`id=${pet.id}&status=sold`), { pets: [], etag: undefined }, 'filtered out: nothing to tag');
   t.same(await read('id=999999'), { pets: [], etag: undefined }, 'no such pet: nothing to tag');
+});
+
+t.test('If-Match and If-None-Match are lists as RFC 9110 reads them: empty elements are ignored', async (t) => {
+  const api = await startApi(t);
+  const { pet, etag } = await createRex(api);
+  const cases: [string, string, number][] = [
+    ['if-match', `${etag},,`, 200],
+    ['if-match', `, ,${etag}`, 200],
+    ['if-match', `"0" ,\t, "a,b"`, 412],
+    ['if-match', ',', 412],
+    ['if-match', `${etag} "0"`, 412],
+    ['if-none-match', '"0",,', 200],
+    ['if-none-match', `,,W/"0", "a,b"`, 200],
+  ];
+  let current = etag;
+  for (const [index, [header, value, status]] of cases.entries()) {
+    const sent = value.replace(etag, current);
+    const answer = await patch(api, pet.id, { name: `Rex ${index}` }, { [header]: sent });
+    t.equal(answer.statusCode, status, `${header}: ${sent}`);
+    if (answer.statusCode === 200) current = String(answer.headers.etag);
+  }
+});
+
+t.test('If-None-Match on a change: a 412 when it names the current ETag (weakly) or is *', async (t) => {
+  const api = await startApi(t);
+  const { pet, etag } = await createRex(api);
+  const cases: [string, string][] = [
+    [etag, `Pet ${pet.id} has the ETag ${etag}, which If-None-Match names`],
+    [`"0", W/${etag}`, `Pet ${pet.id} has the ETag ${etag}, which If-None-Match names`],
+    ['*', `Pet ${pet.id} exists, and If-None-Match is *`],
+    ['abc', 'If-None-Match must be * or a list of entity tags ("3", "4")'],
+  ];
+  for (const [value, message] of cases) {
+    const refused = await patch(api, pet.id, { name: 'B' }, { 'if-none-match': value });
+    t.same(refused.json(), { code: 'precondition_failed', message, status: 412 }, `PATCH If-None-Match: ${value}`);
+    t.equal(refused.headers.etag, etag, 'with the current ETag');
+    t.equal((await remove(api, pet.id, { 'if-none-match': value })).statusCode, 412, `DELETE If-None-Match: ${value}`);
+  }
+  const both = await patch(api, pet.id, { name: 'C' }, { 'if-match': '"0"', 'if-none-match': etag });
+  t.match(both.json<ErrorBody>().message, /has changed/, 'If-Match is evaluated first (RFC 9110 13.2.2)');
+  t.same(await list(api), [pet], 'no refused change applied');
+  const changed = await patch(api, pet.id, { name: 'D' }, { 'if-none-match': '"0"', 'if-match': etag });
+  t.equal(changed.statusCode, 200, 'a change applies when neither condition fails');
+  t.equal((await remove(api, pet.id, { 'if-none-match': etag })).statusCode, 204, 'the old ETag is no longer current');
 });
 
 t.test('ten clerks patching with the same ETag at once: one 200, nine 412s', async (t) => {
@@ -251,7 +296,7 @@ t.test('deletePet: 204, then 404; the pet leaves every list and its id is never 
   t.ok(next.id > last.id, `the highest id is not reused (${next.id} after ${last.id})`);
 });
 
-t.test('a pet created with an Idempotency-Key can be removed; a retry then is a 404, not a second pet', async (t) => {
+t.test('a pet created with an Idempotency-Key can be removed; a retry replays the 201, not a second pet', async (t) => {
   const api = await startApi(t);
   const create = () =>
     api.request({
@@ -260,10 +305,14 @@ t.test('a pet created with an Idempotency-Key can be removed; a retry then is a 
       headers: { ...api.auth, 'idempotency-key': 'import-7' },
       payload: { name: 'Rex', categoryId: 1 },
     });
-  const pet = (await create()).json<Pet>();
+  const first = await create();
+  const pet = first.json<Pet>();
   t.equal((await remove(api, pet.id)).statusCode, 204, 'the idempotency claim does not block the delete');
   const retry = await create();
-  t.equal(retry.statusCode, 404);
+  t.equal(retry.statusCode, 201, 'the first answer, replayed');
+  t.same(retry.json(), pet);
+  t.equal(retry.headers.location, first.headers.location);
+  t.equal(retry.headers['idempotent-replayed'], 'true');
   t.same(await list(api), [], 'the retry created nothing');
 });
 

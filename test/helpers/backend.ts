@@ -55,13 +55,21 @@ const TABLES = ['pets', 'accounts', 'api_keys', 'idempotency_keys'];
 const RESOURCES = new Set([...TABLES, 'orders', 'webhook_endpoints']);
 const COUNTS = `SELECT ${TABLES.map((name) => `(SELECT count(*) FROM ${name}) AS ${name}`).join(', ')}`;
 
-export async function probeDatabase(t: Teardown, databaseUrl: string): Promise<DatabaseProbe> {
+/** `writable`: the probe may also change the database (to make rows an older server would have left). */
+export async function probeDatabase(
+  t: Teardown,
+  databaseUrl: string,
+  { writable = false } = {},
+): Promise<DatabaseProbe> {
   let query: DatabaseProbe['query'];
   let sequences: string;
   if (backend === 'sqlite') {
-    const db = new Database(databaseUrl, { readonly: true, fileMustExist: true });
+    const db = new Database(databaseUrl, { readonly: !writable, fileMustExist: true });
     t.teardown(() => db.close());
-    query = async <R>(sql: string) => db.prepare(sql).all() as R[];
+    query = async <R>(sql: string) => {
+      const statement = db.prepare(sql);
+      return (statement.reader ? statement.all() : (statement.run(), [])) as R[];
+    };
     sequences = 'SELECT name, seq FROM sqlite_sequence';
   } else {
     const client = new pg.Client({ connectionString: databaseUrl });

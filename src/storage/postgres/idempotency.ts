@@ -1,11 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
+import { type IdempotencyClaimRow, originalOf } from '../idempotency-rows.js';
 import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
 import { firstRow, rows, transaction } from './queries.js';
-
-interface ClaimRow {
-  fingerprint: Buffer;
-  resourceId: number;
-}
 
 /** Idempotency claims, committed with what they claim (a pet, an order). */
 export class Claims {
@@ -24,7 +20,8 @@ export class Claims {
 
   /**
    * Runs `create` in a transaction unless the claim was made before: then the earlier outcome
-   * (`replay` of what it created, or a conflict for another request). Requests with the same key,
+   * (what it created as it was then, or a conflict for another request; `replay` reads what a
+   * claim made before responses were kept created, as it is now). Requests with the same key,
    * on this instance or another, take turns on an advisory lock on it: a retry in flight waits for
    * the first to commit (at most the statement timeout), then replays it.
    */
@@ -36,11 +33,11 @@ export class Claims {
     if (claim === undefined) return { outcome: 'created', created: (await transaction(this.pool, create)).created };
     const at = this.now();
     const since = at - IDEMPOTENCY_TTL_MS;
-    const settle = async (earlier: ClaimRow): Promise<CreateOutcome<T>> =>
+    const settle = async (earlier: IdempotencyClaimRow): Promise<CreateOutcome<T>> =>
       earlier.fingerprint.equals(claim.fingerprint)
-        ? { outcome: 'replayed', created: await replay(earlier.resourceId) }
+        ? { outcome: 'replayed', created: originalOf<T>(earlier) ?? (await replay(earlier.resourceId)) }
         : { outcome: 'conflict' };
-    const earlier = await firstRow<ClaimRow>(this.pool, find(claim, since));
+    const earlier = await firstRow<IdempotencyClaimRow>(this.pool, find(claim, since));
     if (earlier !== undefined) return settle(earlier);
     const outcome = await transaction(this.pool, async (client) => {
       await rows(client, {
@@ -48,7 +45,7 @@ export class Claims {
         text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, $2))',
         values: [claim.key, claim.apiKeyId],
       });
-      const raced = await firstRow<ClaimRow>(client, find(claim, since));
+      const raced = await firstRow<IdempotencyClaimRow>(client, find(claim, since));
       if (raced !== undefined) return { raced };
       // An expired claim on the same key gives way to the new one.
       await rows(client, {
@@ -58,9 +55,9 @@ export class Claims {
       const made = await create(client);
       await rows(client, {
         name: 'claims-save',
-        text: `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, created_at)
-               VALUES ($1, $2, $3, $4, $5)`,
-        values: [claim.apiKeyId, claim.key, claim.fingerprint, made.id, at],
+        text: `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, response, created_at)
+               VALUES ($1, $2, $3, $4, $5, $6)`,
+        values: [claim.apiKeyId, claim.key, claim.fingerprint, made.id, JSON.stringify(made.created), at],
       });
       return { made };
     });
@@ -71,7 +68,7 @@ export class Claims {
 function find(claim: IdempotencyClaim, since: number) {
   return {
     name: 'claims-find',
-    text: `SELECT fingerprint, resource_id AS "resourceId" FROM idempotency_keys
+    text: `SELECT fingerprint, resource_id AS "resourceId", response FROM idempotency_keys
            WHERE api_key_id = $1 AND key = $2 AND created_at > $3`,
     values: [claim.apiKeyId, claim.key, since],
   };

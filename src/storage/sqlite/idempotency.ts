@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { type IdempotencyClaimRow, originalOf } from '../idempotency-rows.js';
 import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
 
 /**
@@ -13,21 +14,22 @@ export class Claims {
     db: Database.Database,
     private readonly now: () => number,
   ) {
-    this.find = db.prepare<[number, string, number], { fingerprint: Buffer; resourceId: number }>(
-      `SELECT fingerprint, resource_id AS resourceId FROM idempotency_keys
+    this.find = db.prepare<[number, string, number], IdempotencyClaimRow>(
+      `SELECT fingerprint, resource_id AS resourceId, response FROM idempotency_keys
        WHERE api_key_id = ? AND key = ? AND created_at > ?`,
     );
     // REPLACE: an expired claim on the same key gives way to the new one.
-    this.save = db.prepare<[number, string, Buffer, number, number]>(
-      `INSERT OR REPLACE INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, created_at)
-       VALUES (?, ?, ?, ?, ?)`,
+    this.save = db.prepare<[number, string, Buffer, number, string, number]>(
+      `INSERT OR REPLACE INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, response, created_at)
+       VALUES (?, ?, ?, ?, ?, ?)`,
     );
     db.prepare<[number]>('DELETE FROM idempotency_keys WHERE created_at <= ?').run(now() - IDEMPOTENCY_TTL_MS);
   }
 
   /**
-   * Creates with `create` unless the claim was made before: then the earlier outcome (`replay` of
-   * what it created, or a conflict for another request). Call inside an IMMEDIATE transaction.
+   * Creates with `create` unless the claim was made before: then the earlier outcome (what it
+   * created as it was then, or a conflict for another request). Call inside an IMMEDIATE
+   * transaction. `replay` reads what a claim made before responses were kept created, as it is now.
    */
   claimed<T>(
     claim: IdempotencyClaim | undefined,
@@ -39,11 +41,12 @@ export class Claims {
       const earlier = this.find.get(claim.apiKeyId, claim.key, at - IDEMPOTENCY_TTL_MS);
       if (earlier !== undefined) {
         if (!earlier.fingerprint.equals(claim.fingerprint)) return { outcome: 'conflict' };
-        return { outcome: 'replayed', created: replay(earlier.resourceId) };
+        return { outcome: 'replayed', created: originalOf<T>(earlier) ?? replay(earlier.resourceId) };
       }
     }
     const { id, created } = create();
-    if (claim !== undefined) this.save.run(claim.apiKeyId, claim.key, claim.fingerprint, id, at);
+    if (claim !== undefined)
+      this.save.run(claim.apiKeyId, claim.key, claim.fingerprint, id, JSON.stringify(created), at);
     return { outcome: 'created', created };
   }
 }
