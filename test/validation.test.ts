@@ -41,6 +41,16 @@ t.test('request bodies are strict: each bad body is a 400 naming the field, and 
     ['an array body', [{ name: 'Rex', categoryId: 1 }], /^body must be a JSON object$/],
     ['a string body', 'Rex', /^body must be a JSON object$/],
     ['a boolean for an integer', { name: 'Rex', categoryId: true }, /^body\/categoryId must be integer$/],
+    ...[
+      ['U+200B alone', '\u200b'],
+      ['zero-width characters and white space', ' \u200b\u200c\u200d\u2060\ufeff '],
+      ['a soft hyphen and a Hangul filler', '\u00ad\u3164'],
+      ['variation selectors and tags', '\ufe0f\u{e0041}'],
+    ].map(([what, name]): [string, unknown, RegExp] => [
+      `a name of invisible characters only: ${what}`,
+      { name, categoryId: 1 },
+      /^body\/name must contain a visible character and no control characters$/,
+    ]),
     [
       'a NUL in the name',
       { name: '\u0000Rex', categoryId: 1 },
@@ -72,6 +82,58 @@ t.test('a 100-character name is accepted, counted in characters not bytes', asyn
   const api = await startApi(t);
   const pet = await api.createPet({ name: 'é'.repeat(100), categoryId: 1 });
   t.equal(pet.name.length, 100);
+  const joined = await api.createPet({ name: '\u200bRex\u200d', categoryId: 1 });
+  t.equal(joined.name, '\u200bRex\u200d', 'invisible characters beside a visible one are stored as sent');
+  const renamed = await api.request({
+    method: 'PATCH',
+    url: `/v1/pets/${pet.id}`,
+    headers: { ...api.auth, 'content-type': 'application/merge-patch+json' },
+    payload: { name: '\u200b\u200b' },
+  });
+  t.equal(renamed.statusCode, 400, 'a patch is held to the same rule');
+});
+
+t.test('?id= names its limit of 100 ids', async (t) => {
+  const api = await startApi(t);
+  const ids = (count: number) => Array.from({ length: count }, (_, i) => i + 1).join(',');
+  const tooMany = await api.request({ method: 'GET', url: `/v1/pets?id=${ids(101)}`, headers: api.auth });
+  t.equal(tooMany.statusCode, 400);
+  t.equal(tooMany.json<ErrorBody>().message, 'query/id must hold at most 100 items');
+  const enough = await api.request({ method: 'GET', url: `/v1/pets?id=${ids(100)}`, headers: api.auth });
+  t.equal(enough.statusCode, 200, '100 ids are taken');
+  const twice = await api.request({ method: 'GET', url: '/v1/pets?id=1&id=2', headers: api.auth });
+  t.equal(twice.json<ErrorBody>().message, 'query/id must be given once');
+});
+
+t.test('a cursor holds its list and filters: under another list or other filters it is a 400', async (t) => {
+  const api = await startApi(t);
+  for (const name of ['Rex', 'Tom', 'Kit']) await api.createPet({ name, categoryId: 1, status: 'sold' });
+  await api.createPet({ name: 'Max', categoryId: 1 });
+  const first = await api.request({ method: 'GET', url: '/v1/pets?status=sold&limit=1', headers: api.auth });
+  const cursor = new URL(/^<([^>]+)>/.exec(String(first.headers.link))?.[1] ?? '', 'http://x').searchParams.get(
+    'cursor',
+  );
+  const cases: [string, string, number][] = [
+    ['the same filters', `/v1/pets?status=sold&limit=1&cursor=${cursor}`, 200],
+    ['the same filters, another limit', `/v1/pets?limit=5&status=sold&cursor=${cursor}`, 200],
+    ['no filter', `/v1/pets?limit=1&cursor=${cursor}`, 400],
+    ['another status', `/v1/pets?status=available&cursor=${cursor}`, 400],
+    ['an added id filter', `/v1/pets?status=sold&id=1,2,3&cursor=${cursor}`, 400],
+  ];
+  for (const [what, url, status] of cases) {
+    const answer = await api.request({ method: 'GET', url, headers: api.auth });
+    t.equal(answer.statusCode, status, what);
+    if (status === 400) {
+      t.equal(
+        answer.json<ErrorBody>().message,
+        'query/cursor was made for another list or other filters: use the URL from the Link header as it is',
+        what,
+      );
+    }
+  }
+  const orders = await api.request({ method: 'GET', url: `/v1/store/orders?cursor=${cursor}`, headers: api.auth });
+  t.equal(orders.statusCode, 400, "a pets cursor on the orders' list");
+  t.match(orders.json<ErrorBody>().message, /^query\/cursor was made for another list/);
 });
 
 t.test('query integers must be canonical decimal integers within range', async (t) => {
@@ -119,6 +181,7 @@ t.test('status filter and cursor are validated', async (t) => {
     negative,
     'x'.repeat(65),
     Buffer.from('v1:012').toString('base64url'),
+    Buffer.from('v1:1').toString('base64url'),
   ]) {
     const response = await api.request({
       method: 'GET',

@@ -8,7 +8,7 @@ import Fastify, { type FastifyError, type FastifyRequest } from 'fastify';
 import { hashKey } from '../../src/auth/api-keys.js';
 import { ApiError } from '../../src/domain/errors.js';
 import { RequestLog } from '../../src/plugins/request-log.js';
-import { decodeCursor, encodeCursor } from '../../src/handlers/cursors.js';
+import { cursorScope, decodeCursor, encodeCursor } from '../../src/handlers/cursors.js';
 import { loadConfig } from '../../src/config/environment.js';
 import { openStorage } from '../../src/storage/index.js';
 import type { NewPetRecord, OrderStatus, PetFields, PetState, PetStatus } from '../../src/storage/types.js';
@@ -130,16 +130,17 @@ app.get<{ Querystring: { limit: number; status?: PetStatus; cursor?: string } }>
   },
   async (request, reply) => {
     const { limit, status, cursor } = request.query;
+    const scope = cursorScope('/v1/pets', { status });
     const page = await storage.pets.list({
       limit,
       status,
-      afterId: cursor === undefined ? undefined : decodeCursor(cursor),
+      afterId: cursor === undefined ? undefined : decodeCursor(cursor, scope),
     });
     const last = page.items.at(-1);
     if (page.hasMore && last !== undefined) {
       const next = new URLSearchParams({ limit: String(limit) });
       if (status !== undefined) next.set('status', status);
-      next.set('cursor', encodeCursor(last.pet.id));
+      next.set('cursor', encodeCursor(last.pet.id, scope));
       reply.header('link', `</v1/pets?${next.toString()}>; rel="next"`);
     }
     return page.items.map(({ pet }) => pet);

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
-import { encodeCursor } from '../../src/handlers/cursors.js';
+import { cursorScope, encodeCursor } from '../../src/handlers/cursors.js';
 import type { Table } from './tables.js';
 
 /** What a scenario needs to know of the table under test. */
@@ -79,7 +79,11 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'list-deep-page',
     atScale: true,
     expect: { status: 200, items: 100 },
-    request: (table) => get(`/v1/pets?limit=100&status=sold&cursor=${encodeCursor(table.pets * 0.8)}`, table.key),
+    request: (table) =>
+      get(
+        `/v1/pets?limit=100&status=sold&cursor=${encodeCursor(table.pets * 0.8, cursorScope('/v1/pets', { status: 'sold' }))}`,
+        table.key,
+      ),
   },
   {
     name: 'get-one',

@@ -1,20 +1,42 @@
+import { createHash } from 'node:crypto';
 import { ApiError } from '../domain/errors.js';
 
-const CURSOR_VERSION = 'v1:';
-const ID = /^[1-9][0-9]{0,15}$/;
+const CURSOR = /^v2:([1-9][0-9]{0,15})\.([A-Za-z0-9_-]{8})$/;
 
-/** An opaque cursor naming the last id of a page: base64url of `v1:<id>`. */
-export function encodeCursor(lastId: number): string {
-  return Buffer.from(`${CURSOR_VERSION}${lastId}`).toString('base64url');
+/**
+ * What a cursor is bound to: the list's path and its filters, however they were ordered (not
+ * `limit`, which may change from page to page).
+ */
+export function cursorScope(path: string, filters: Record<string, string | undefined>): string {
+  const given = Object.entries(filters)
+    .filter(([, value]) => value !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+  return JSON.stringify([path, given]);
 }
 
-/** The id the cursor names; a 400 for anything this service did not issue. */
-export function decodeCursor(cursor: string): number {
-  const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const digits = text.startsWith(CURSOR_VERSION) ? text.slice(CURSOR_VERSION.length) : '';
-  const id = ID.test(digits) ? Number(digits) : Number.NaN;
-  if (!Number.isSafeInteger(id) || encodeCursor(id) !== cursor) {
+/** 48 bits of the scope's hash: enough to tell lists apart, not to keep a secret (there is none). */
+function scopeTag(scope: string): string {
+  return createHash('sha256').update(scope).digest().subarray(0, 6).toString('base64url');
+}
+
+/** An opaque cursor naming the last id of a page of the list `scope` names: base64url of `v2:<id>.<tag>`. */
+export function encodeCursor(lastId: number, scope: string): string {
+  return Buffer.from(`v2:${lastId}.${scopeTag(scope)}`).toString('base64url');
+}
+
+/** The id the cursor names; a 400 for anything this service did not issue, or issued for another list. */
+export function decodeCursor(cursor: string, scope: string): number {
+  const [, digits = '', tag = ''] = CURSOR.exec(Buffer.from(cursor, 'base64url').toString('utf8')) ?? [];
+  const id = Number(digits);
+  if (!Number.isSafeInteger(id) || Buffer.from(`v2:${digits}.${tag}`).toString('base64url') !== cursor) {
     throw new ApiError(400, 'invalid_request', 'query/cursor is malformed: use the URL from the Link header');
+  }
+  if (tag !== scopeTag(scope)) {
+    throw new ApiError(
+      400,
+      'invalid_request',
+      'query/cursor was made for another list or other filters: use the URL from the Link header as it is',
+    );
   }
   return id;
 }

@@ -2,7 +2,7 @@ import type { StoreRules } from '../domain/rules.js';
 import { ApiError } from '../domain/errors.js';
 import type { OrderRepository } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
-import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';
+import { DEFAULT_LIMIT, FilteredList } from './paging.js';
 import type { ServiceHandlers } from './types.js';
 
 function notFound(id: number): ApiError {
@@ -13,8 +13,9 @@ export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePa
   return {
     async listOrders(request, reply) {
       const { limit = DEFAULT_LIMIT, status, cursor } = request.query;
-      const page = await orders.list({ limit, status, afterId: afterIdOf(cursor) });
-      return pageOf(reply, `${basePath}/store/orders`, { limit: String(limit), status }, page);
+      const list = new FilteredList(`${basePath}/store/orders`, { status });
+      const page = await orders.list({ limit, status, afterId: list.afterId(cursor) });
+      return list.page(reply, limit, page);
     },
 
     async placeOrder(request, reply) {

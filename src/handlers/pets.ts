@@ -3,7 +3,7 @@ import { entityTag, preconditionsOf, type StoreRules } from '../domain/rules.js'
 import { ApiError } from '../domain/errors.js';
 import type { PetRepository, VersionedPet } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
-import { afterIdOf, DEFAULT_LIMIT, pageOf } from './paging.js';
+import { DEFAULT_LIMIT, FilteredList } from './paging.js';
 import type { ServiceHandlers } from './types.js';
 
 function notFound(id: number): ApiError {
@@ -20,13 +20,12 @@ export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: st
   return {
     async listPets(request, reply) {
       const { limit = DEFAULT_LIMIT, status, id: ids, cursor } = request.query;
-      const page = await pets.list({ limit, status, ids, afterId: afterIdOf(cursor) });
+      const list = new FilteredList(`${basePath}/pets`, { status, id: ids?.join(',') });
+      const page = await pets.list({ limit, status, ids, afterId: list.afterId(cursor) });
       const [first] = page.items;
       // `?id=3` is the read of one pet: its ETag comes with it, for a change with If-Match.
       if (first !== undefined && new Set(ids).size === 1) tagged(reply, first);
-      const items = page.items.map(({ pet }) => pet);
-      const filters = { limit: String(limit), status, id: ids?.join(',') };
-      return pageOf(reply, `${basePath}/pets`, filters, { items, hasMore: page.hasMore });
+      return list.page(reply, limit, { items: page.items.map(({ pet }) => pet), hasMore: page.hasMore });
     },
 
     async createPet(request, reply) {

@@ -7,7 +7,8 @@ const PARTS: Record<string, string> = { querystring: 'query', params: 'params', 
  * expression. test/validation.test.ts fails for a pattern of the contract missing here.
  */
 export const PATTERN_WORDS: Record<string, string> = {
-  '^(?!\\s*$)[^\\p{Cc}\\p{Cs}]+$': 'must contain a visible character and no control characters',
+  '^(?![\\s\\p{Default_Ignorable_Code_Point}]*$)[^\\p{Cc}\\p{Cs}]+$':
+    'must contain a visible character and no control characters',
   '^[A-Za-z0-9_-]+$': 'must be only letters, digits, "-" and "_"',
   '^[\\x21-\\x7E]+$': 'must be only visible ASCII characters (no spaces)',
   '^[0-9]+$': 'must be only digits',
@@ -19,9 +20,12 @@ export const PATTERN_WORDS: Record<string, string> = {
 /** The words for the keywords whose Ajv message is not plain enough. */
 function ruleInWords(keyword: string, params: Record<string, unknown>): string | undefined {
   const characters = (limit: unknown) => `${String(limit)} character${limit === 1 ? '' : 's'}`;
+  const items = (limit: unknown) => `${String(limit)} item${limit === 1 ? '' : 's'}`;
   if (keyword === 'pattern') return PATTERN_WORDS[String(params.pattern)] ?? 'is not in the form the contract gives';
   if (keyword === 'minLength') return `must be at least ${characters(params.limit)} long`;
   if (keyword === 'maxLength') return `must be at most ${characters(params.limit)} long`;
+  if (keyword === 'minItems') return `must hold at least ${items(params.limit)}`;
+  if (keyword === 'maxItems') return `must hold at most ${items(params.limit)}`;
   return undefined;
 }
 

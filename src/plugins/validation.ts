@@ -123,6 +123,7 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
   const validateSchema = parameterAjv.compile(schema);
   const integers = integerFields(schema);
   const arrays = arrayFields(schema);
+  const arrayNames = new Set(arrays.map(([field]) => field));
   const declared = Object.keys((schema as ObjectSchema).properties ?? {});
   const validate = (data: Record<string, unknown> | null): boolean => {
     for (const [field, notIntegers] of arrays) {
@@ -159,7 +160,9 @@ function compileParameters(schema: FastifySchema): FastifyValidationResult {
       return false;
     }
     const field = first?.instancePath.slice(1) ?? '';
-    validate.errors = Array.isArray(given?.[field]) ? [givenTwice(field)] : errors;
+    // An array parameter holds its list by now (a repeated one was refused above): its error is the schema's.
+    const repeated = Array.isArray(given?.[field]) && !arrayNames.has(field);
+    validate.errors = repeated ? [givenTwice(field)] : errors;
     return false;
   };
   validate.errors = null as ErrorObject[] | null;
