@@ -122,7 +122,7 @@ function chunkedRequest(api: TestApi, operation: ContractOperation, transferEnco
   const chunks = body === '' ? '0\r\n\r\n' : `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
   return (
     `${operation.method} ${urlOf(operation)} HTTP/1.1\r\nHost: x\r\nAuthorization: ${api.auth.authorization}\r\n` +
-    `Content-Type: ${operation.requestMediaType ?? 'application/json'}\r\n` +
+    `Content-Type: ${operation.requestMediaType ?? 'application/json'}\r\nConnection: close\r\n` +
     `${transferEncoding.map((value) => `Transfer-Encoding: ${value}\r\n`).join('')}\r\n${chunks}`
   );
 }
@@ -155,20 +155,14 @@ t.test('every operation: 501 for a transfer coding besides chunked, before the b
     }
   }
   t.same(await probe.snapshot(), before, 'nothing was written');
-  const chunked = parseRawResponse(
-    await rawExchange(
-      port,
-      `${chunkedRequest(api, createPet, ['CHUNKED'])}`.replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n'),
-    ),
-  );
-  t.equal(chunked.statusCode, 201, 'chunked alone, in any case, is read');
-  const emptyElements = parseRawResponse(
-    await rawExchange(
-      port,
-      chunkedRequest(api, createPet, [', chunked']).replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n'),
-    ),
-  );
-  t.equal(emptyElements.statusCode, 201, 'an empty list element is no coding (RFC 9110 5.6.1)');
+  for (const [transferEncoding, why] of [
+    ['CHUNKED', 'chunked alone, in any case, is read'],
+    [', chunked', 'an empty list element is no coding (RFC 9110 5.6.1)'],
+  ] as const) {
+    const answer = parseRawResponse(await rawExchange(port, chunkedRequest(api, createPet, [transferEncoding])));
+    assertConforms('POST', urlOf(createPet), answer);
+    t.equal(answer.statusCode, 201, why);
+  }
 });
 
 t.test('every operation without a body: 415 for a body of any type, before it is read', async (t) => {

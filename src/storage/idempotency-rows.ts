@@ -7,6 +7,7 @@ export interface IdempotencyClaimRow {
 }
 
 /** What a claim's create made, as it was then; undefined when the claim did not keep it. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller's T, which it stored
 export function originalOf<T>(earlier: IdempotencyClaimRow): T | undefined {
   // Written, in the transaction that made it, as JSON.stringify of the T the create returned.
   return earlier.response === null ? undefined : (JSON.parse(earlier.response) as T);
