@@ -154,6 +154,12 @@ t.test('every operation: 501 for a transfer coding besides chunked, before the b
       t.equal(answer.headers.connection, 'close', 'the body is not read: the connection is closed');
     }
   }
+  // RFC 9112 6.3: a last coding other than chunked, or chunked twice, leaves the length unknown.
+  for (const transferEncoding of ['gzip', 'chunked, gzip', 'chunked;x', 'chunked, chunked']) {
+    const answer = parseRawResponse(await rawExchange(port, chunkedRequest(api, createPet, [transferEncoding])));
+    assertConforms('POST', urlOf(createPet), answer);
+    t.equal(answer.statusCode, 400, `Transfer-Encoding ${transferEncoding}`);
+  }
   t.same(await probe.snapshot(), before, 'nothing was written');
   for (const [transferEncoding, why] of [
     ['CHUNKED', 'chunked alone, in any case, is read'],

@@ -135,7 +135,9 @@ function semanticRejections(draft: Draft): Rejection[] {
   return [
     ...(parameters.some((parameter) => parameter.in === 'path') ? [{ status: 404 }] : []),
     ...(documented.includes('409') ? [{ status: 409 }] : []),
-    ...(documented.includes('412') && draft.headers['if-match'] !== undefined ? [{ status: 412 }] : []),
+    ...(documented.includes('412') && (draft.headers['if-match'] ?? draft.headers['if-none-match']) !== undefined
+      ? [{ status: 412 }]
+      : []),
     ...parameters
       .filter((parameter) => parameter.opaque)
       .map((parameter) => ({ status: 400, message: blames(parameter) })),

@@ -45,6 +45,12 @@ function answersOnTheirWay(socket: Socket): boolean {
   return responseOnItsWay(socket)?.req.complete === true;
 }
 
+/** Whether the request that failed was answered already, from its headers, while its body was still coming. */
+function answeredWhileItsBodyCame(socket: Socket): boolean {
+  const response = responseOnItsWay(socket);
+  return response !== undefined && response.writableEnded && !response.req.complete;
+}
+
 /** Lets every answer on its way finish, then closes: what could not be parsed gets no answer. */
 function closeAfterAnswers(socket: Socket): void {
   const response = responseOnItsWay(socket);
@@ -79,6 +85,13 @@ function answerClientError(
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && answeredBeforeItsBody.has(socket)) {
     // Its answer is written: the client stopped sending the body it announced.
     closeLingering(socket);
+    return;
+  }
+  if (answeredWhileItsBodyCame(socket)) {
+    // The request was refused from its headers (a Transfer-Encoding Node reads to the end of the
+    // connection, say), and then its body could not be parsed: it has its answer, and gets no second.
+    app.log.info({ code: error.code }, 'body unparsable after its request was answered: closed after the answer');
+    closeAfterAnswers(socket);
     return;
   }
   if (answersOnTheirWay(socket)) {

@@ -48,37 +48,34 @@ function framingProblem(request: FastifyRequest): ApiError | undefined {
 }
 
 /**
- * The transfer codings a request names besides `chunked` (RFC 9112 6.1), by name: Node's parser
- * frames `Transfer-Encoding: gzip, chunked` as plain chunked and would hand over the body still
- * gzipped. Empty list elements are ignored (RFC 9110 5.6.1). Node itself refuses, with a 400, a
- * list whose last coding is not chunked (RFC 9112 6.3), so only codings before it reach here.
+ * Why a request's Transfer-Encoding cannot be served, if it cannot. Node's parser frames
+ * `gzip, chunked` as plain chunked and would hand over the body still gzipped; a coding the server
+ * does not implement is a 501 (RFC 9112 6.1). A list whose last coding is not chunked leaves the
+ * length unknown, and so does chunked twice: a 400 (RFC 9112 6.3; Node answers it itself unless
+ * the request also asks to close the connection). Empty list elements are ignored (RFC 9110 5.6.1).
  */
-function unimplementedCodings(transferEncoding: string): string[] {
-  return transferEncoding
+function transferCodingProblem(transferEncoding: string): ApiError | undefined {
+  const codings = transferEncoding
     .split(',')
-    .map((coding) => (coding.split(';', 1)[0] ?? '').trim().toLowerCase())
-    .filter((name) => name !== '' && name !== 'chunked');
+    // Whole, parameters too: `chunked;x` is not the chunked Node's parser frames by.
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '');
+  const others = codings.filter((coding) => coding !== 'chunked');
+  if (codings.at(-1) !== 'chunked' || codings.length - others.length > 1) {
+    return new ApiError(400, 'invalid_request', 'Transfer-Encoding must end with chunked, named once (RFC 9112 6.3)');
+  }
+  if (others.length === 0) return undefined;
+  return new ApiError(
+    501,
+    'not_implemented',
+    `Transfer-Encoding ${shown(others.join(', '))} is not implemented: send the body with Content-Length, or chunked alone`,
+  );
 }
 
-/**
- * A 501 for a body in a transfer coding this server does not implement (RFC 9112 6.1), before
- * the body is read: its length is unknown, so the connection is closed after the answer.
- */
+/** Refuses, before the body is read, a Transfer-Encoding this server cannot serve (a 501 or a 400). */
 export const refuseUnimplementedTransferCoding: onRequestHookHandler = (request, _reply, done) => {
   const transferEncoding = request.headers['transfer-encoding'];
-  const codings = transferEncoding === undefined ? [] : unimplementedCodings(transferEncoding);
-  if (codings.length === 0) {
-    done();
-    return;
-  }
-  const named = shown(codings.join(', '));
-  done(
-    new ApiError(
-      501,
-      'not_implemented',
-      `Transfer-Encoding ${named} is not implemented: send the body with Content-Length, or chunked alone`,
-    ),
-  );
+  done(transferEncoding === undefined ? undefined : transferCodingProblem(transferEncoding));
 };
 
 /** Synchronous: a hook that returns a promise costs one, and a microtask, on every request. */
