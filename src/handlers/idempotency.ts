@@ -23,7 +23,7 @@ export function claimOf(
   return { apiKeyId: principalOf(request).keyId, key, fingerprint };
 }
 
-/** What a create answers: what it made (or the earlier one, marked replayed), or a 422 or 404. */
+/** What a create answers: what it made (or, marked replayed, what the first request made, as it was then), or a 422 or 404. */
 export function created<T>(outcome: CreateOutcome<T>, reply: FastifyReply, what: string): T {
   if (outcome.outcome === 'conflict') {
     throw new ApiError(422, 'idempotency_key_reused', 'Idempotency-Key was used with a different body');

@@ -43,7 +43,10 @@ export interface IdempotencyClaim {
 
 export type CreateOutcome<T> =
   | { outcome: 'created'; created: T }
-  /** The key was used before for this request: what it created, unless that was removed since. */
+  /**
+   * The key was used before for this request: what it created, as the first answer showed it;
+   * undefined only for a claim made before answers were kept whose resource was removed since.
+   */
   | { outcome: 'replayed'; created: T | undefined }
   /** The key was used, within its lifetime, with another request. */
   | { outcome: 'conflict' };
