@@ -4,6 +4,7 @@ import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
+import type { DeliveryTracing } from './tracing.js';
 import { eventIdOf } from '../domain/events.js';
 
 /** How long a shutdown waits for attempts in flight before giving the rest back. */
@@ -93,6 +94,7 @@ export class Dispatcher {
     private readonly settings: WebhookSettings,
     private readonly metrics?: DeliveryMetrics,
     private readonly onError: (error: unknown) => void = () => undefined,
+    private readonly tracing?: DeliveryTracing,
   ) {
     this.sender = new Sender(new AddressGuard(settings.allowedNetworks), settings.timeoutMs);
     // A lease outlives the attempt it covers: another instance takes it only if this one died.
@@ -102,7 +104,10 @@ export class Dispatcher {
   }
 
   start(): void {
-    this.unlisten = this.queue.onCommit(() => this.wake());
+    const { tracing } = this;
+    this.unlisten = this.queue.onCommit(
+      tracing === undefined ? () => this.wake() : () => tracing.detached(() => this.wake()),
+    );
     this.metrics?.watchBacklog(() => this.queue.backlog());
     this.loop.start();
     this.wake();
@@ -181,13 +186,16 @@ export class Dispatcher {
   private attempt(delivery: ClaimedDelivery): void {
     const attempted = (async () => {
       const attemptedAt = Date.now();
+      const span = this.tracing?.startAttempt(delivery);
       const result = await this.sender.send({
         url: delivery.url,
         eventId: eventIdOf(delivery.eventId),
         body: delivery.body,
         secrets: delivery.secrets,
+        traceParent: span?.traceParent,
       });
       const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
+      span?.end(outcome);
       this.metrics?.attempted(outcome, Date.now());
       await this.record(outcome);
     })()
