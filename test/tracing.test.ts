@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
 import { tracingConfigured } from '../src/tracing/configured.js';
@@ -7,7 +6,7 @@ import type { Teardown } from './helpers/api.js';
 import { backend, newDatabase, probeDatabase } from './helpers/backend.js';
 import { type CollectedSpan, type CollectorMode, startCollector } from './helpers/collector.js';
 import { clientOf, databaseWithKey, failedStart, startServerProcess } from './helpers/process.js';
-import { startReceiver } from './helpers/receiver.js';
+import { closedPort, startReceiver } from './helpers/receiver.js';
 import type { WithSecret } from './helpers/webhooks.js';
 
 // Tracing is process-global in OpenTelemetry: each test runs the real server as a child process,
@@ -35,15 +34,6 @@ async function tracedServer(t: Teardown, endpoint: string, env: Record<string, s
 const named = (name: string) => (spans: CollectedSpan[]) => spans.find((span) => span.name === name);
 const childrenOf = (spans: CollectedSpan[], parent: CollectedSpan) =>
   spans.filter((span) => span.traceId === parent.traceId && span.parentSpanId === parent.spanId);
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 t.test('tracing is configured by the standard variables only', async (t) => {
   t.notOk(tracingConfigured({}), 'off by default');

@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import t from 'tap';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import type { WebhookDelivery } from '../src/domain/events.js';
@@ -7,7 +6,7 @@ import type { Teardown } from './helpers/api.js';
 import { backend, newDatabase, probeDatabase } from './helpers/backend.js';
 import { clientOf, databaseWithKey, type ServerProcess, startServerProcess } from './helpers/process.js';
 import { samples, scrapeUrl } from './helpers/prometheus.js';
-import { startReceiver } from './helpers/receiver.js';
+import { closedPort, startReceiver } from './helpers/receiver.js';
 import { eventually, payloadConforms, verified, type WithSecret } from './helpers/webhooks.js';
 
 /** A receiver's answer that never comes: the request stays open until the sender goes. */
@@ -29,15 +28,6 @@ async function deliveriesOf(server: ServerProcess): Promise<Map<string, number>>
   const url = /^ {2}metrics: (http:\/\/\S+)$/m.exec(server.output())?.[1];
   if (url === undefined) throw new Error('no metrics address in the banner');
   return samples(await scrapeUrl(url), 'petstore_webhook_deliveries_total');
-}
-
-/** A loopback port nothing listens on: connections to it are refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 t.test('no log line carries a signing secret or an API key', async (t) => {

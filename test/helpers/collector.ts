@@ -1,6 +1,6 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Teardown } from './backend.js';
+import { loopbackServer } from './receiver.js';
 
 /** A span as an OTLP/JSON export carries it, its attributes read into plain values. */
 export interface CollectedSpan {
@@ -79,7 +79,7 @@ export async function startCollector(t: Teardown, mode: CollectorMode = 'ok') {
   const spans: CollectedSpan[] = [];
   const exports: { path: string; headers: IncomingHttpHeaders }[] = [];
   const waiters = new Set<() => void>();
-  const server = createServer((request, response) => {
+  const { port } = await loopbackServer(t, (request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
@@ -91,15 +91,6 @@ export async function startCollector(t: Teardown, mode: CollectorMode = 'ok') {
       if (mode === 'ok') response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(
-    () =>
-      new Promise((resolve) => {
-        server.close(resolve);
-        server.closeAllConnections();
-      }),
-  );
-  const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
