@@ -47,8 +47,10 @@ async function healthPlugin(app: FastifyInstance, { storage, overloaded }: Healt
     shuttingDown = true;
     done();
   });
-  app.get('/healthz', { config: answerUnderPressure }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { config: answerUnderPressure }, async (request) => {
+  // A balancer's checks, every second or so, are not traced (@fastify/otel reads `otel`).
+  const config = { ...answerUnderPressure, otel: false };
+  app.get('/healthz', { config }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { config }, async (request) => {
     if (shuttingDown) throw SHUTTING_DOWN;
     const shedding = overloaded();
     if (shedding !== undefined) throw shedding;
