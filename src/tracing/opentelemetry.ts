@@ -205,7 +205,8 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing {
     authentication: (authenticate) =>
       function authenticateTraced(request, reply, done) {
         const otel = request.opentelemetry();
-        if (!otel.enabled) {
+        // An unsampled request's children would not be sampled either: they are not made.
+        if (!otel.enabled || !otel.span.isRecording()) {
           authenticate.call(this, request, reply, done);
           return;
         }
@@ -231,7 +232,8 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing {
             ? { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'sqlite', 'db.operation.name': name } }
             : { kind: SpanKind.INTERNAL };
         return (...args) => {
-          if (trace.getSpan(context.active()) === undefined) return call(...args);
+          // Outside a request (the start), or in one not sampled: no span.
+          if (trace.getSpan(context.active())?.isRecording() !== true) return call(...args);
           return tracer.startActiveSpan(name, options, (span) => {
             let result: Promise<unknown>;
             try {
