@@ -37,6 +37,10 @@ try {
           OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
           OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
           OTEL_TRACES_SAMPLER_ARG: ratio,
+          // Small batches, often: under valgrind one default batch (512 spans) holds the event loop past
+          // the load's 10 s timeout. The work per span is the same.
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '64',
+          OTEL_BSP_SCHEDULE_DELAY: '200',
         },
         stdio: 'inherit',
       });
