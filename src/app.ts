@@ -10,7 +10,7 @@ import Fastify, {
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Redis } from 'ioredis';
-import { type Contract, incompleteDeprecations } from './contract/document.js';
+import { type Contract, eventsWithoutScope, incompleteDeprecations } from './contract/document.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth, requireScopes } from './plugins/auth.js';
 import { PathTable } from './contract/path-table.js';
@@ -168,8 +168,8 @@ export async function buildApp({
   webhooks = DEFAULT_WEBHOOKS,
   tracing,
 }: AppOptions): Promise<FastifyInstance> {
-  const [incomplete] = incompleteDeprecations(contract.operations);
-  if (incomplete !== undefined) throw new Error(incomplete);
+  const [unfit] = [...incompleteDeprecations(contract.operations), ...eventsWithoutScope(contract.dereferenced)];
+  if (unfit !== undefined) throw new Error(unfit);
   const paths = new PathTable(contract.basePath, contract.operations);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
   const operationHooks = new Map<string, RequestHook[]>();

@@ -70,12 +70,15 @@ async function main(): Promise<void> {
     // instance out; only then is the listener closed (docs/deploy.md).
     app.stopBeingReady();
     await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+    const stoppingAt = Date.now();
     await app.close();
     await metricsServer?.close();
     // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
     await tracing?.shutdown().catch(() => undefined);
     redis?.disconnect();
     await storage.close();
+    // The last line: a supervisor or an operator may start it again now.
+    app.log.info({ signal, drainedMs: Date.now() - stoppingAt }, 'stopped: requests finished, database closed');
     process.exit(0);
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
@@ -114,7 +117,8 @@ async function main(): Promise<void> {
   } else {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',
-      `  curl -H 'Authorization: Bearer ${issued.key}' ${origin}${contract.basePath}/pets`,
+      // PUBLIC_URL is where clients reach the instances (behind a balancer, the balancer).
+      `  curl -H 'Authorization: Bearer ${issued.key}' ${config.publicUrl === undefined ? origin : new URL(config.publicUrl).origin}${contract.basePath}/pets`,
       issued.key,
     );
   }

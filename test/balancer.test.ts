@@ -2,23 +2,20 @@
 // deploy/run-local.sh starts them: clients reach them over HTTPS through the balancer only. Always
 // on PostgreSQL, whatever PETSTORE_TEST_BACKEND says.
 import { readdirSync, readFileSync } from 'node:fs';
-import type { IncomingHttpHeaders } from 'node:http';
-import { Agent, request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import t from 'tap';
 import { freePort } from '../scripts/local-servers.js';
 import { projectRoot } from '../src/contract/paths.js';
-import type { Pet } from '../src/storage/types.js';
 import { parseRawResponse, type Teardown } from './helpers/api.js';
-import { assertConforms, contract } from './helpers/contract.js';
+import { balancerClient, type Client, lostPets, SteadyLoad, summary, UUID } from './helpers/balancer-load.js';
+import { contract } from './helpers/contract.js';
 import {
   type Balancer,
   balancerCertificate,
   checkConfiguration,
   haproxyMissing,
   startBalancer,
-  TEST_CERT_FILE,
 } from './helpers/haproxy.js';
 import { sharedPostgres } from './helpers/postgres.js';
 import { databaseWithKey, type ServerProcess, startServerProcess } from './helpers/process.js';
@@ -27,60 +24,6 @@ import { redisMissing, startRedis } from './helpers/redis.js';
 const noHaproxy = haproxyMissing();
 const skip = noHaproxy || redisMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-  /** How the answer departs from openapi.yaml, if it does. */
-  violation?: string;
-}
-
-/**
- * A client of the balancer over HTTPS, trusting the test certificate, connecting from its own
- * loopback address (127.0.0.2 and 127.0.0.3 are as much this host as 127.0.0.1), connections kept
- * alive. Every answer is checked against openapi.yaml.
- */
-function balancerClient(t: Teardown, origin: string, { from = '127.0.0.1', key = '' } = {}) {
-  const agent = new Agent({ keepAlive: true, ca: readFileSync(TEST_CERT_FILE), localAddress: from });
-  t.teardown(() => agent.destroy());
-  return (method: string, path: string, { body, headers = {} }: { body?: object; headers?: object } = {}) =>
-    new Promise<Answer>((resolve, reject) => {
-      const url = `${contract.basePath}${path}`;
-      const sent = httpsRequest(
-        `${origin}${url}`,
-        {
-          method,
-          agent,
-          headers: {
-            ...(key === '' ? {} : { authorization: `Bearer ${key}` }),
-            ...(body === undefined
-              ? {}
-              : { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' }),
-            ...headers,
-          },
-        },
-        (response) => {
-          let text = '';
-          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-          response.on('end', () => {
-            const answer: Answer = { status: response.statusCode ?? 0, headers: response.headers, body: text };
-            try {
-              assertConforms(method, url, { statusCode: answer.status, headers: answer.headers, body: text });
-            } catch (error) {
-              answer.violation = (error as Error).message;
-            }
-            resolve(answer);
-          });
-          response.on('error', reject);
-        },
-      );
-      sent.on('error', reject);
-      sent.end(body === undefined ? undefined : JSON.stringify(body));
-    });
-}
-
-type Client = ReturnType<typeof balancerClient>;
 
 interface Deployment {
   key: string;
@@ -123,117 +66,6 @@ async function startDeployment(
   return { key, balancer, instances, restart };
 }
 
-interface Outcome {
-  operation: string;
-  /** Safe for the balancer to send again after the instance read it (see deploy/haproxy.cfg). */
-  replayable: boolean;
-  sentAt: number;
-  answeredAt: number;
-  status?: number;
-  failure?: string | undefined;
-}
-
-/**
- * An open loop of mixed reads and writes at a steady rate: a list, a pet by id, a create (every
- * other one with an Idempotency-Key when `keyedCreates`), a rename, in turn. Every acknowledged
- * create is kept.
- */
-class SteadyLoad {
-  readonly outcomes: Outcome[] = [];
-  readonly created: Pet[] = [];
-  private readonly pending = new Set<Promise<void>>();
-  private timer: NodeJS.Timeout | undefined;
-  private sent = 0;
-
-  constructor(
-    private readonly call: Client,
-    private readonly perSecond: number,
-    private readonly keyedCreates = false,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => this.fire(), 1000 / this.perSecond);
-  }
-
-  /** Sends `count` more requests of the same mix at once. */
-  burst(count: number): void {
-    for (let i = 0; i < count; i += 1) this.fire();
-  }
-
-  /** Requests sent and not yet answered. */
-  inFlight(): number {
-    return this.pending.size;
-  }
-
-  async stop(): Promise<Outcome[]> {
-    clearInterval(this.timer);
-    while (this.pending.size > 0) await Promise.all(this.pending);
-    return this.outcomes;
-  }
-
-  private fire(): void {
-    const turn = this.sent++;
-    const known = this.created[turn % Math.max(1, this.created.length)];
-    const keyed = this.keyedCreates && turn % 8 === 2;
-    const requests: [string, boolean, () => Promise<Answer>][] = [
-      ['listPets', true, () => this.call('GET', '/pets?limit=20')],
-      ['getPet', true, () => this.call('GET', `/pets/${known?.id ?? 1}`)],
-      [
-        'createPet',
-        keyed,
-        () =>
-          this.call('POST', '/pets', {
-            body: { name: `load ${turn}`, categoryId: 1 + (turn % 5) },
-            headers: keyed ? { 'idempotency-key': `load-${turn}` } : {},
-          }),
-      ],
-      ['updatePet', false, () => this.call('PATCH', `/pets/${known?.id ?? 1}`, { body: { name: `renamed ${turn}` } })],
-    ];
-    // Reads and renames need a pet: until the first is acknowledged, every turn creates.
-    const [operation, replayable, send] = requests[known === undefined ? 2 : turn % 4] as (typeof requests)[0];
-    const sentAt = Date.now();
-    const done = send().then(
-      (answer) => {
-        // A success is a 2xx the contract declares for the operation (the violation check says which).
-        const succeeded = answer.status >= 200 && answer.status < 300;
-        const failure = answer.violation ?? (succeeded ? undefined : `${answer.status} ${answer.body}`);
-        this.outcomes.push({ operation, replayable, sentAt, answeredAt: Date.now(), status: answer.status, failure });
-        if (failure === undefined && operation === 'createPet') this.created.push(JSON.parse(answer.body) as Pet);
-      },
-      (error: unknown) => {
-        this.outcomes.push({ operation, replayable, sentAt, answeredAt: Date.now(), failure: String(error) });
-      },
-    );
-    this.pending.add(done);
-    void done.finally(() => this.pending.delete(done));
-  }
-}
-
-/** Every pet, page by page through the balancer. */
-async function listAll(call: Client): Promise<Map<number, Pet>> {
-  const pets = new Map<number, Pet>();
-  let path: string | undefined = '/pets?limit=100';
-  while (path !== undefined) {
-    const page = await call('GET', path);
-    if (page.status !== 200 || page.violation !== undefined) throw new Error(`listing: ${page.status} ${page.body}`);
-    for (const pet of JSON.parse(page.body) as Pet[]) pets.set(pet.id, pet);
-    path = /^<\/v1([^>]+)>; rel="next"$/.exec(String(page.headers.link ?? ''))?.[1];
-  }
-  return pets;
-}
-
-/** The pets `load` was answered 201 for that the deployment does not have. */
-async function lostPets(call: Client, load: SteadyLoad): Promise<Pet[]> {
-  const stored = await listAll(call);
-  return load.created.filter((pet) => !stored.has(pet.id));
-}
-
-function summary(outcomes: Outcome[]): string {
-  const counts = new Map<string, number>();
-  for (const { operation } of outcomes) counts.set(operation, (counts.get(operation) ?? 0) + 1);
-  return [...counts].map(([operation, count]) => `${count} ${operation}`).join(', ');
-}
-
 const LOAD_PER_SECOND = 100;
 
 /** A deployment under a steady load, running for a second already. */
@@ -258,6 +90,7 @@ t.test(
     const { code, output } = checkConfiguration(documented);
     t.equal(code, 0, output);
     t.match(output, /Configuration file is valid/);
+    t.notMatch(output, /WARNING/, 'with no warning (none for the stats frontend, which logs nothing)');
     const unset = checkConfiguration({});
     t.not(unset.code, 0, 'without the required settings it refuses');
     t.match(unset.output, /set PETSTORE_LB_CERT, PETSTORE_INSTANCE_1 and PETSTORE_INSTANCE_2/, unset.output);
@@ -280,6 +113,10 @@ t.test(
       t.equal(answer.headers['content-type'], 'application/json');
       t.equal(answer.headers['content-length'], String(Buffer.byteLength(answer.body)), `${file}: Content-Length`);
       t.match(answer.headers['retry-after'], /^[1-9]\d*$/, `${file}: Retry-After`);
+      if (status !== 503) {
+        // The instance may have carried the request out: a create retried without its key would be made twice.
+        t.match(body, { message: /may or may not have been carried out.*Idempotency-Key/ }, `${file}: outcome unknown`);
+      }
       t.match(raw, /^[^]*?\r\n\r\n/, 'CRLF line ends, as HTTP has them');
     }
   },
@@ -296,6 +133,31 @@ t.test(
     t.equal(answer.status, 503);
     t.equal(answer.headers['content-type'], 'application/json');
     t.match(JSON.parse(answer.body), { code: 'service_unavailable', status: 503 });
+    const id = String(answer.headers['x-request-id']);
+    t.match(id, UUID, 'with a request id of its own');
+    // HAProxy writes its line once the answer is sent: it may come a moment after.
+    for (let waited = 0; !balancer.output().includes(id) && waited < 5000; waited += 50) await sleep(50);
+    t.match(balancer.output(), `${id} "GET `, 'as in its log line');
+  },
+);
+
+t.test(
+  'an instance that does not answer within PETSTORE_LB_SERVER_TIMEOUT: the 504 says the outcome is unknown',
+  { skip },
+  async (t) => {
+    const deployment = await startDeployment(t, {}, { PETSTORE_LB_SERVER_TIMEOUT: '1s' });
+    const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
+    // Frozen, as a hung instance is: the kernel still takes the request for it.
+    for (const instance of deployment.instances) instance.child.kill('SIGSTOP');
+    const answer = await call('POST', '/pets', { body: { name: 'Frozen', categoryId: 1 } });
+    for (const instance of deployment.instances) instance.child.kill('SIGCONT');
+    t.equal(answer.status, 504, 'an unkeyed create is not sent again: the instance may have made it');
+    t.match(JSON.parse(answer.body), {
+      code: 'service_unavailable',
+      status: 504,
+      message: /may or may not have been carried out.*Idempotency-Key/,
+    });
+    t.match(answer.headers['x-request-id'], UUID);
   },
 );
 

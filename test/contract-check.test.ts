@@ -5,6 +5,7 @@ import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
 import { checkBreaking, describePointer, newestRelease } from '../scripts/contract-check/breaking.js';
 import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
+import { checkErrorCodes } from '../scripts/contract-check/error-codes.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { checkLint } from '../scripts/contract-check/lint.js';
@@ -225,12 +226,42 @@ t.test('every documented response is seen by a test or listed, with a reason, as
     /no record of the responses the tests saw.*\n {2}run: npm test/,
   );
 
+  const listedCodes = ['PATCH /pets/{petId} 409 invalid_transition', 'PUT /pets 405 method_not_allowed'];
+  t.same(checkResponses(committed, [log(), ...listedCodes].join('\n'), []), [], 'codes x-error-codes lists pass');
+  t.match(
+    report(checkResponses(committed, `${log()}\nPATCH /pets/{petId} 409 pet_not_available`, [])),
+    /^contract:check: PATCH \/pets\/\{petId\} answered 409 with code pet_not_available, which its x-error-codes do not list for 409 \(openapi\.yaml: PATCH \/pets\/\{petId\} x-error-codes\)\n {2}fix: add pet_not_available to x-error-codes '409' if the server may answer it so, or correct the server$/,
+    'a code the server answered that the operation does not list fails',
+  );
+  t.match(
+    report(checkResponses(committed, `${log()}\nPUT /pets 405 not_found\nGET /pets 400 teapot`, [])),
+    /PUT \/pets answered 405 with code not_found[\s\S]*GET \/pets answered 400 with code teapot/,
+    "so does one on a method the path does not declare, and one that is not ErrorCode's",
+  );
+
   for (const entry of loadUnreachedResponses(projectRoot)) {
     t.ok(
       lines.some(({ operationId, status }) => operationId === entry.operationId && status === entry.status),
       `${entry.operationId} ${entry.status} is documented`,
     );
   }
+});
+
+t.test('x-error-codes: every error status of every operation names codes, each a value of ErrorCode', async (t) => {
+  t.same(checkErrorCodes(committed), [], 'the committed contract names them all');
+  const contract = await plant(copyProject(t), (document) => {
+    const codes = (path: string, method: string) => ['paths', path, method, 'x-error-codes'];
+    document.deleteIn(codes('/pets', 'get'));
+    document.deleteIn([...codes('/pets/{petId}', 'patch'), '412']);
+    document.setIn([...codes('/pets/{petId}', 'patch'), '409'], document.createNode(['pet_lost']));
+    document.setIn([...codes('/pets/{petId}', 'delete'), '418'], document.createNode(['not_found']));
+  });
+  const found = report(checkErrorCodes(contract));
+  t.match(found, /operation listPets does not name its error codes \(openapi\.yaml: GET \/pets x-error-codes\)/);
+  t.match(found, /operation updatePet declares response 412 but names no code for it/);
+  t.match(found, /operation updatePet names pet_lost for 409, which is not a value of ErrorCode/);
+  t.match(found, /operation deletePet names codes for 418, an error response it does not declare/);
+  t.equal(checkErrorCodes(contract).length, 4, 'and nothing else');
 });
 
 t.test('the helpers name places the way a person reads them', async (t) => {

@@ -36,7 +36,7 @@ const { method, operationId } = NEW_OPERATION;
 
 /** src/handlers/new-operation.ts, as a team would write it. */
 const NEW_OPERATION_HANDLER = `
-import { ApiError } from '../errors.js';
+import { ApiError } from '../domain/errors.js';
 import type { PetRepository } from '../storage/types.js';
 import type { ServiceHandlers } from './types.js';
 

@@ -74,3 +74,32 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
     "a request that could not be parsed has a line with its answer's X-Request-Id",
   );
 });
+
+t.test('probes are not logged at info, not even refused while shutting down; the stop is', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  await databaseWithKey(databaseUrl);
+  const server = await startServerProcess(t, { DATABASE_URL: databaseUrl, SHUTDOWN_DELAY_MS: '1000' });
+  const origin = new URL(server.baseUrl).origin;
+  for (const probe of ['/healthz', '/readyz', '/readyz']) t.equal((await fetch(`${origin}${probe}`)).status, 200);
+  const exited = server.stop('SIGTERM');
+  while (!server.output().includes('"msg":"shutting down"')) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.equal((await fetch(`${origin}/readyz`)).status, 503, 'refused while the delay runs');
+  t.equal(await exited, 0);
+
+  const lines = server
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { level: number; msg: string; url?: string });
+  t.same(
+    lines.filter((line) => line.url !== undefined),
+    [],
+    'no request line for a probe: a balancer checks every second',
+  );
+  t.same(
+    lines.filter((line) => line.level >= 50),
+    [],
+    'a refused /readyz is no error: refusing is what it is for',
+  );
+  t.equal(lines.at(-1)?.msg, 'stopped: requests finished, database closed', 'the last line says it has stopped');
+});

@@ -136,6 +136,7 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
     message: `Pet ${pet.id} has changed: its ETag is now ${String(first.headers.etag)}`,
     status: 412,
   });
+  t.equal(stale.headers.etag, first.headers.etag, 'the 412 carries the current ETag as a header');
   t.equal(
     (await patch(api, pet.id, { name: 'C' }, { 'if-match': `W/${String(first.headers.etag)}` })).statusCode,
     412,
@@ -146,16 +147,44 @@ t.test('If-Match: a change applies only to the pet as last seen, else 412 and no
     200,
     'any tag of a list',
   );
-  t.equal((await patch(api, pet.id, { name: 'E' }, { 'if-match': '*' })).statusCode, 200, '* matches any pet');
+  const any = await patch(api, pet.id, { name: 'E' }, { 'if-match': '*' });
+  t.equal(any.statusCode, 200, '* matches any pet');
   const malformed = await patch(api, pet.id, { name: 'F' }, { 'if-match': 'abc' });
   t.equal(malformed.statusCode, 412, 'an If-Match that is not entity tags matches nothing');
+  t.equal(malformed.headers.etag, any.headers.etag, 'and says which one would');
   const staleDelete = await remove(api, pet.id, { 'if-match': etag });
   t.equal(staleDelete.statusCode, 412, 'deletePet honours If-Match too');
+  t.equal(staleDelete.headers.etag, any.headers.etag, 'its 412 carries the current ETag too');
   t.same(
     (await list(api)).map(({ name }) => name),
     ['E'],
     'only the matching changes applied',
   );
+});
+
+t.test('GET /pets?id= reads one pet with its ETag, the one If-Match takes; no other list has one', async (t) => {
+  const api = await startApi(t);
+  const { pet, etag } = await createRex(api);
+  const read = (query: string) =>
+    api.request({ method: 'GET', url: `/v1/pets?${query}`, headers: api.auth }).then((response) => {
+      t.equal(response.statusCode, 200, query);
+      return { pets: response.json<Pet[]>(), etag: response.headers.etag };
+    });
+  t.same(await read(`id=${pet.id}`), { pets: [pet], etag }, "one id: the pet and createPet's ETag");
+  t.equal((await read('limit=10')).etag, undefined, 'a list of every pet has none, even of one pet');
+
+  // Read, modify, write: the listed ETag is the pet's, so a change made since is a 412.
+  const seen = await read(`id=${pet.id}`);
+  const renamed = await patch(api, pet.id, { name: 'Rexy' }, { 'if-match': String(seen.etag) });
+  t.equal(renamed.statusCode, 200, 'the ETag read from the list matches');
+  t.same(await read(`id=${pet.id}`), { pets: [renamed.json<Pet>()], etag: renamed.headers.etag }, 'and follows it');
+  t.equal((await patch(api, pet.id, { name: 'Rex' }, { 'if-match': String(seen.etag) })).statusCode, 412);
+
+  const other = await api.createPet({ name: 'Tom', categoryId: 2 });
+  t.equal((await read(`id=${pet.id},${other.id}`)).etag, undefined, 'two ids: no one version');
+  t.equal((await read(`id=${other.id},${other.id}`)).etag, String((await read(`id=${other.id}`)).etag), 'one id twice');
+  t.same(await read(`id=${pet.id}&status=sold`), { pets: [], etag: undefined }, 'filtered out: nothing to tag');
+  t.same(await read('id=999999'), { pets: [], etag: undefined }, 'no such pet: nothing to tag');
 });
 
 t.test('ten clerks patching with the same ETag at once: one 200, nine 412s', async (t) => {

@@ -158,7 +158,7 @@ t.test("responses carry the contract's fields only, whatever else the storage re
         },
         list: async (query) => {
           const page = await storage.pets.list(query);
-          return { ...page, items: page.items.map(withInternals) };
+          return { ...page, items: page.items.map((found) => ({ ...found, pet: withInternals(found.pet) })) };
         },
         create: async (pet, claim) => {
           const outcome = await storage.pets.create(pet, claim);

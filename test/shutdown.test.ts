@@ -44,6 +44,7 @@ t.test('SIGTERM lets an in-flight request finish, refuses new connections, and e
   t.match(response, /"name":"In flight"/);
   t.equal(await exited, 0, 'the process exits 0 after closing the database');
   t.match(server.output(), /"msg":"shutting down"/);
+  t.match(server.output(), /"msg":"stopped: requests finished, database closed"/, 'and says when it has stopped');
 
   const restarted = await startServerProcess(t, { DATABASE_URL: databaseUrl });
   const listed = await conformingFetch(

@@ -315,7 +315,8 @@ t.test('the worker polls no faster than its interval while attempts are in fligh
 t.test('attempts finished together are recorded in one transaction, each as it went', async (t) => {
   const batches: number[] = [];
   const api = await start(t, {
-    webhooks: { ...FAST, retrySchedule: [0, 60_000] },
+    // All 12 attempts in flight to the one endpoint at once.
+    webhooks: { ...FAST, retrySchedule: [0, 60_000], endpointConcurrency: 12 },
     // The real queue, the size of each settle counted.
     storageSeenByServer: queueSeen((queue) => ({
       settle: (outcomes) => {

@@ -1,5 +1,4 @@
 import t from 'tap';
-import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import type { WebhookDelivery } from '../src/domain/events.js';
 import type { Pet } from '../src/storage/types.js';
 import type { Teardown } from './helpers/api.js';
@@ -128,13 +127,19 @@ t.test('a change acknowledged just before a SIGKILL is delivered by the next ser
 if (backend === 'postgres') {
   t.test('an instance is woken by another’s commit (NOTIFY), not by its polling timer', async (t) => {
     // Attempts that outlast the test, and polls far apart.
-    const { key, env } = await deployment(t, { WEBHOOK_TIMEOUT: '60s', WEBHOOK_POLL_INTERVAL: '60s' });
+    // 16 places, all of which one endpoint may hold.
+    const places = 16;
+    const { key, env } = await deployment(t, {
+      WEBHOOK_TIMEOUT: '60s',
+      WEBHOOK_POLL_INTERVAL: '60s',
+      WEBHOOK_CONCURRENCY: String(places),
+      WEBHOOK_ENDPOINT_CONCURRENCY: String(places),
+    });
     const holding = await startReceiver(t, never);
     const writer = await startServerProcess(t, env);
     const api = clientOf(writer, key);
     await api('POST', '/webhooks', { url: holding.url, events: ['pet.created'] });
     // The writer's worker fills all its places with attempts the receiver holds: it can claim no more.
-    const places = DEFAULT_WEBHOOKS.concurrency;
     const pets = await Promise.all(
       Array.from({ length: places }, (_, i) => api<Pet>('POST', '/pets', { name: `Pet ${i}`, categoryId: 1 })),
     );

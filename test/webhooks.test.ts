@@ -164,6 +164,7 @@ t.test('the guard refuses what the server must not reach, without connecting', a
     ['http://100.64.0.1/', /cgnat/],
     ['http://0.0.0.0/', /unspecified/],
     ['http://[::ffff:192.168.1.1]/', /private/],
+    ['http://[::127.0.0.1]:9/hook', /embeds 127\.0\.0\.1 \(IPv4-compatible\): .* loopback address/],
     ['http://localhost:9/hook', /localhost resolves to .* loopback address/],
     ['ftp://127.0.0.1/hook', /only http and https/],
   ];
@@ -341,7 +342,11 @@ t.test('a dead instance’s claim comes due again when its lease ends', async (t
   t.teardown(() => dead.close());
   await dead.pets.create({ name: 'Rex', categoryId: 1, status: 'available' });
   const claimedAt = Date.now();
-  t.equal((await dead.deliveries.claim(10, 1000)).length, 1, 'the instance that dies claimed the message');
+  t.equal(
+    (await dead.deliveries.claim(10, 1000, { perEndpoint: 10, perAccount: 10 })).length,
+    1,
+    'the instance that dies claimed the message',
+  );
   // Its worker starts with the server (ready, as listen makes it).
   await (await start(t, { databaseUrl: first.databaseUrl })).app.ready();
   await receiver.waitFor(1);

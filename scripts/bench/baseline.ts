@@ -139,10 +139,10 @@ app.get<{ Querystring: { limit: number; status?: PetStatus; cursor?: string } }>
     if (page.hasMore && last !== undefined) {
       const next = new URLSearchParams({ limit: String(limit) });
       if (status !== undefined) next.set('status', status);
-      next.set('cursor', encodeCursor(last.id));
+      next.set('cursor', encodeCursor(last.pet.id));
       reply.header('link', `</v1/pets?${next.toString()}>; rel="next"`);
     }
-    return page.items;
+    return page.items.map(({ pet }) => pet);
   },
 );
 

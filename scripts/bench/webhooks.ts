@@ -19,6 +19,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { projectRoot } from '../../src/contract/paths.js';
+import { DEFAULT_WEBHOOKS } from '../../src/events/settings.js';
 import { openPostgres } from '../../src/storage/postgres/index.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import { applyLoad, measure, newTally, type Tally } from './load.js';
@@ -270,7 +271,12 @@ function withBacklog(table: Table, url: string, events: number): Table {
       try {
         const account = await storage.accounts.createAccount('webhooks bench');
         const secret = `whsec_${randomBytes(24).toString('base64')}`;
-        await storage.webhooks.create(account.id, { url, events: ['pet.created'] }, secret);
+        await storage.webhooks.create(
+          account.id,
+          { url, events: ['pet.created'] },
+          secret,
+          DEFAULT_WEBHOOKS.maxEndpoints,
+        );
         for (let n = 1; n <= events; n += 1) {
           await storage.pets.create({ name: `Backlog ${n}`, categoryId: 1, status: 'available' });
         }

@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import type { Contract } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 
-/** The storage code that writes the outbox: every event kind is emitted from there, by name. */
-const EMITTING_SOURCES = 'src/storage';
+/** The code that names the events the outbox is written with: the storage, and the domain's order events. */
+const EMITTING_SOURCES = ['src/storage', 'src/domain'];
 
 function sourcesUnder(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -20,14 +20,16 @@ function sourcesUnder(dir: string): string[] {
  */
 export function checkEvents(root: string, contract: Contract): Drift[] {
   const declared = Object.keys((contract.dereferenced as { webhooks?: object }).webhooks ?? {});
-  const sources = sourcesUnder(join(root, EMITTING_SOURCES)).map((path) => readFileSync(path, 'utf8'));
+  const sources = EMITTING_SOURCES.flatMap((dir) => sourcesUnder(join(root, dir))).map((path) =>
+    readFileSync(path, 'utf8'),
+  );
   return declared
     .filter((kind) => !sources.some((source) => source.includes(`'${kind}'`)))
     .map((kind) => ({
       what: `event ${kind} is declared but never emitted`,
       where: `${files.contract}: webhooks.${kind}`,
       fix: {
-        edit: `emit '${kind}' from the change that makes it (${relative(root, join(root, EMITTING_SOURCES))}), or remove it from the contract`,
+        edit: `emit '${kind}' from the change that makes it (${EMITTING_SOURCES.join(' or ')}), or remove it from the contract`,
       },
     }));
 }

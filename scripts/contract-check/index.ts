@@ -5,11 +5,12 @@ import { type Contract, loadContract } from '../../src/contract/document.js';
 import { checkBreaking } from './breaking.js';
 import { checkChangelog } from './changelog.js';
 import { type Drift, files } from './drift.js';
+import { checkErrorCodes } from './error-codes.js';
 import { checkGenerated } from './generated.js';
 import { checkEvents } from './events.js';
 import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
-import { checkDeprecations, checkScopes } from './operations.js';
+import { checkDeprecations, checkEventScopes, checkScopes } from './operations.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 
@@ -67,6 +68,8 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
       attempt('breaking', () => checkBreaking(root, contract)),
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
+      attempt('errors', () => checkErrorCodes(contract)),
+      attempt('event scopes', () => checkEventScopes(contract)),
       attempt('events', () => checkEvents(root, contract)),
       attempt('changelog', () => checkChangelog(root)),
       ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),

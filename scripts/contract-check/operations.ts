@@ -1,5 +1,5 @@
 /** What each operation must declare besides its handler: its scope, and a deprecation's dates. */
-import { type Contract, incompleteDeprecations, scopesOf } from '../../src/contract/document.js';
+import { type Contract, eventsWithoutScope, incompleteDeprecations, scopesOf } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 
 /** Every deprecated operation says when it was deprecated, when it goes and what replaces it. */
@@ -36,4 +36,13 @@ export function checkScopes(contract: Contract): Drift[] {
         fix: { edit: "name a scope of the security scheme's x-scopes, or add it there" },
       }));
   });
+}
+
+/** Every event kind names the scope that reads its data (`x-scope`): subscribing to it needs that scope. */
+export function checkEventScopes(contract: Contract): Drift[] {
+  return eventsWithoutScope(contract.dereferenced).map((what) => ({
+    what,
+    where: files.contract,
+    fix: { edit: 'add x-scope to the event\'s post operation under webhooks (docs/events.md: "Subscribing")' },
+  }));
 }

@@ -30,14 +30,22 @@ function documentedResponses(contract: Contract): DocumentedResponse[] {
   });
 }
 
-/** The lines the test helpers log (`GET /pets/{petId} 404`), split into fields. */
-function parseLog(text: string): { method: string; path: string; status: string }[] {
+interface SeenResponse {
+  method: string;
+  path: string;
+  status: string;
+  /** The Error body's code, for a failure that had one. */
+  code: string | undefined;
+}
+
+/** The lines the test helpers log (`GET /pets/{petId} 404 not_found`), split into fields. */
+function parseLog(text: string): SeenResponse[] {
   return text
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => {
-      const [method = '', path = '', status = ''] = line.trim().split(' ');
-      return { method, path, status };
+      const [method = '', path = '', status = '', code] = line.trim().split(' ');
+      return { method, path, status, code };
     });
 }
 
@@ -46,7 +54,7 @@ function parseLog(text: string): { method: string; path: string; status: string 
  * answers the methods the path does not declare), so any 405 on the path reaches it; `4XX`
  * ranges and `default` are reached by any status they cover.
  */
-function isReached(response: DocumentedResponse, seen: ReturnType<typeof parseLog>, documented: Set<string>): boolean {
+function isReached(response: DocumentedResponse, seen: SeenResponse[], documented: Set<string>): boolean {
   return seen.some(({ method, path, status }) => {
     if (path !== response.path) return false;
     if (response.status === '405' && status === '405') return true;
@@ -55,6 +63,38 @@ function isReached(response: DocumentedResponse, seen: ReturnType<typeof parseLo
     if (response.status === 'default') return !documented.has(`${response.operationId} ${status}`);
     return status === response.status;
   });
+}
+
+/**
+ * The codes the contract lets a seen answer carry: those its operation's `x-error-codes` lists for
+ * the status (or the range or `default` covering it). A 405 belongs to the path, so on a method the
+ * path does not declare, those its operations list for 405. Undefined when nothing lists codes.
+ */
+function listedCodes(contract: Contract, { method, path, status }: SeenResponse): readonly string[] | undefined {
+  const operation = contract.operations.find((candidate) => candidate.method === method && candidate.path === path);
+  if (operation === undefined) {
+    if (status !== '405') return undefined;
+    const onPath = contract.operations.filter((candidate) => candidate.path === path);
+    return onPath.flatMap(({ errorCodes }) => errorCodes?.['405'] ?? []);
+  }
+  const codes = operation.errorCodes;
+  return codes?.[status] ?? codes?.[`${status.charAt(0)}XX`] ?? codes?.default;
+}
+
+/** Every Error code a test saw is one the contract lists for its operation and status. */
+function unlistedCodes(contract: Contract, seen: SeenResponse[]): Drift[] {
+  const drifts = new Map<string, Drift>();
+  for (const response of seen) {
+    const { method, path, status, code } = response;
+    const listed = listedCodes(contract, response);
+    if (code === undefined || listed === undefined || listed.includes(code)) continue;
+    drifts.set(`${method} ${path} ${status} ${code}`, {
+      what: `${method} ${path} answered ${status} with code ${code}, which its x-error-codes do not list for ${status}`,
+      where: `${files.contract}: ${method} ${path} x-error-codes`,
+      fix: { edit: `add ${code} to x-error-codes '${status}' if the server may answer it so, or correct the server` },
+    });
+  }
+  return [...drifts.values()];
 }
 
 export function loadUnreachedResponses(root: string): UnreachedResponse[] {
@@ -80,7 +120,8 @@ export function loadUnreachedResponses(root: string): UnreachedResponse[] {
 /**
  * Every response the contract documents is seen by a test (as logged by test/helpers/contract.ts
  * when PETSTORE_RESPONSE_LOG is set) or accepted, with a reason, in contracts/unreached-responses.json;
- * and every accepted one is still documented and still unreached.
+ * every accepted one is still documented and still unreached; and every Error code seen is one the
+ * operation's `x-error-codes` lists for its status.
  */
 export function checkResponses(contract: Contract, log: string | undefined, unreached: UnreachedResponse[]): Drift[] {
   if (log === undefined) {
@@ -123,5 +164,5 @@ export function checkResponses(contract: Contract, log: string | undefined, unre
       fix: { edit: `remove its entry from ${files.unreachedResponses}` },
     });
   }
-  return drifts;
+  return [...drifts, ...unlistedCodes(contract, seen)];
 }

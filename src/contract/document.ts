@@ -24,7 +24,15 @@ export interface ContractOperation {
   stability: string;
   /** The media type of its request body (one per operation), when it takes one. */
   requestMediaType: string | undefined;
+  /**
+   * `x-error-codes`: for each error status it declares, the `ErrorCode`s its Error body may carry
+   * (`{'409': ['invalid_transition', 'pet_on_order']}`); undefined when absent or not such a map.
+   */
+  errorCodes: ErrorCodes | undefined;
 }
+
+/** An operation's `x-error-codes`: status (`'404'`) to the codes an answer with it may carry. */
+export type ErrorCodes = Readonly<Record<string, readonly string[]>>;
 
 export interface Deprecation {
   /** When it was deprecated (`x-deprecated-at`, a date). */
@@ -50,6 +58,8 @@ export interface Contract extends ValidatedContract {
   sha256: string;
   /** `build`: the copy `npm run build` validated, for these very bytes; `start`: validated now. */
   validatedAt: 'build' | 'start';
+  /** The scope a key needs to subscribe to each event kind (its `x-scope`). */
+  eventScopes: ReadonlyMap<string, string>;
 }
 
 /** The copy of the contract that `npm run build` validated and dereferenced. */
@@ -121,6 +131,7 @@ export async function loadContract(path: string = contractPath): Promise<Contrac
     operations: operationsOf(dereferenced),
     sha256: hash,
     validatedAt: compiled === undefined ? 'start' : 'build',
+    eventScopes: eventScopesOf(dereferenced),
   };
 }
 
@@ -140,7 +151,18 @@ type OperationObject = OpenAPIV3_1.OperationObject<{
   'x-sunset'?: unknown;
   'x-successor'?: unknown;
   'x-stability-level'?: unknown;
+  'x-error-codes'?: unknown;
 }>;
+
+/** `x-error-codes` when it is a map of statuses to lists of codes; undefined otherwise. */
+function errorCodesOf(operation: OperationObject): ErrorCodes | undefined {
+  const declared = operation['x-error-codes'];
+  if (typeof declared !== 'object' || declared === null || Array.isArray(declared)) return undefined;
+  const entries = Object.entries(declared as Record<string, unknown>);
+  const isCodeList = (codes: unknown): codes is string[] =>
+    Array.isArray(codes) && codes.every((code) => typeof code === 'string');
+  return entries.every(([, codes]) => isCodeList(codes)) ? (declared as ErrorCodes) : undefined;
+}
 
 function dateOf(value: unknown): Date | undefined {
   const date =
@@ -197,6 +219,7 @@ function operationsOf(document: OpenApiDocument): ContractOperation[] {
         requestMediaType: Object.keys(
           (operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined)?.content ?? {},
         )[0],
+        errorCodes: errorCodesOf(operation),
       });
     }
   }
@@ -209,4 +232,38 @@ export function scopesOf(document: OpenApiDocument): Map<string, string> {
     'x-scopes'?: Record<string, string>;
   }[];
   return new Map(schemes.flatMap((scheme) => Object.entries(scheme['x-scopes'] ?? {})));
+}
+
+type EventKinds = [string, { post?: { 'x-scope'?: unknown } }][];
+
+function eventKindsOf(document: OpenApiDocument): EventKinds {
+  return Object.entries(document.webhooks ?? {}) as EventKinds;
+}
+
+/**
+ * The scope a key needs to subscribe to each event kind the contract declares: its `x-scope`, the
+ * scope that reads the data it carries. A kind without a valid one is left out: eventsWithoutScope.
+ */
+export function eventScopesOf(document: OpenApiDocument): Map<string, string> {
+  const known = scopesOf(document);
+  return new Map(
+    eventKindsOf(document).flatMap(([kind, item]) => {
+      const scope = item.post?.['x-scope'];
+      return typeof scope === 'string' && known.has(scope) ? [[kind, scope]] : [];
+    }),
+  );
+}
+
+/**
+ * The event kinds that name no scope a key can be given: neither the server nor `contract:check`
+ * accepts one, since its subscribers would get data no scope guards.
+ */
+export function eventsWithoutScope(document: OpenApiDocument): string[] {
+  const scoped = eventScopesOf(document);
+  return eventKindsOf(document)
+    .filter(([kind]) => !scoped.has(kind))
+    .map(
+      ([kind]) =>
+        `event ${kind} names no scope that reads its data: give it x-scope, one of ${[...scopesOf(document).keys()].join(', ')}`,
+    );
 }

@@ -116,6 +116,8 @@ function requireMatch(condition: EntityTagCondition | undefined, current: Versio
   if (condition === undefined || condition === '*') return;
   const tag = entityTag(current);
   if (!condition.includes(tag)) {
-    throw new ApiError(412, 'precondition_failed', `Pet ${current.pet.id} has changed: its ETag is now ${tag}`);
+    throw new ApiError(412, 'precondition_failed', `Pet ${current.pet.id} has changed: its ETag is now ${tag}`, {
+      etag: tag,
+    });
   }
 }

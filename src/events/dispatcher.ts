@@ -1,4 +1,4 @@
-import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue } from '../storage/types.js';
+import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue, InFlightCaps } from '../storage/types.js';
 import { AddressGuard } from './address-guard.js';
 import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
@@ -60,6 +60,11 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
  * same attempt), sends them, records each attempt. Woken when events commit, and by a timer for
  * retries coming due.
  *
+ * Delivery is fair (docs/events.md): a claim takes no more messages than leave an endpoint with
+ * `endpointConcurrency` in flight and an account with `accountConcurrency`, over every instance,
+ * and serves accounts in turn; so a slow or dead endpoint holds only its own places and the other
+ * accounts' messages go out meanwhile.
+ *
  * Delivery is background work on the event loop that serves the API, so it is done in batches and
  * yields to requests: it claims once half its places are free (not one message per finished
  * attempt), records the attempts finished in one turn of the loop in one transaction, asks when the
@@ -70,10 +75,13 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
 export class Dispatcher {
   private readonly sender: Sender;
   private readonly inFlight = new Map<number, Promise<void>>();
+  /** Attempts in flight from this instance, by endpoint. */
+  private readonly inFlightTo = new Map<number, number>();
   private readonly leaseMs: number;
   /** A finished attempt wakes the worker once this many places are free: claims come in batches. */
   private readonly batch: number;
   private readonly loop: LoopLoad;
+  private readonly caps: InFlightCaps;
   private stopping = false;
   private pumping = false;
   /** The pump under way, which a stop waits for. */
@@ -101,6 +109,7 @@ export class Dispatcher {
     this.leaseMs = settings.timeoutMs + 30_000;
     this.batch = Math.ceil(settings.concurrency / 2);
     this.loop = new LoopLoad(settings.yieldAtLoopUtilization);
+    this.caps = { perEndpoint: settings.endpointConcurrency, perAccount: settings.accountConcurrency };
   }
 
   start(): void {
@@ -145,7 +154,7 @@ export class Dispatcher {
       const serving = this.loop.busy() || (await this.queue.saturated());
       if (serving && now - this.lastClaim < this.settings.pollMs) return 'yielding';
       this.lastClaim = now;
-      const claimed = await this.queue.claim(room, this.leaseMs);
+      const claimed = await this.queue.claim(room, this.leaseMs, this.caps);
       if (this.stopping) {
         // A stop began while claiming: what was taken goes back unattempted.
         if (claimed.length > 0) await this.queue.release(claimed.map((delivery) => delivery.id));
@@ -168,7 +177,7 @@ export class Dispatcher {
     if (this.stopping) return;
     let wait = end === 'yielding' ? YIELD_RECHECK_MS : this.settings.pollMs;
     if (end === 'drained') {
-      const due = await this.queue.nextDueAt();
+      const due = await this.queue.nextDueAt(this.caps);
       if (due !== undefined) wait = Math.min(wait, due - Date.now());
     }
     clearTimeout(this.timer);
@@ -184,6 +193,8 @@ export class Dispatcher {
   }
 
   private attempt(delivery: ClaimedDelivery): void {
+    const { endpointId } = delivery;
+    this.inFlightTo.set(endpointId, (this.inFlightTo.get(endpointId) ?? 0) + 1);
     const attempted = (async () => {
       const attemptedAt = Date.now();
       const span = this.tracing?.startAttempt(delivery);
@@ -202,7 +213,13 @@ export class Dispatcher {
       .catch(this.onError)
       .finally(() => {
         this.inFlight.delete(delivery.id);
-        if (this.settings.concurrency - this.inFlight.size >= this.batch) this.wake();
+        const left = (this.inFlightTo.get(endpointId) ?? 1) - 1;
+        if (left === 0) this.inFlightTo.delete(endpointId);
+        else this.inFlightTo.set(endpointId, left);
+        // Claims come in batches: once half the places are free, or half an endpoint's (which its
+        // cap may have kept from the last claim while places were free).
+        const halfTheEndpoint = left === Math.floor(this.settings.endpointConcurrency / 2);
+        if (this.settings.concurrency - this.inFlight.size >= this.batch || halfTheEndpoint) this.wake();
       });
     this.inFlight.set(delivery.id, attempted);
   }

@@ -13,8 +13,21 @@ export interface WebhookSettings {
   disableAfterMs: number;
   /** Delivered and dead messages, and attempts, are pruned after this (WEBHOOK_RETENTION). */
   retentionMs: number;
-  /** Attempts in flight at once, per instance. */
+  /** Attempts in flight at once, per instance (WEBHOOK_CONCURRENCY). */
   concurrency: number;
+  /**
+   * Attempts in flight at once to one endpoint, over every instance (WEBHOOK_ENDPOINT_CONCURRENCY):
+   * a slow or dead endpoint holds no more places than this.
+   */
+  endpointConcurrency: number;
+  /**
+   * Attempts in flight at once to one account's endpoints, over every instance
+   * (WEBHOOK_ACCOUNT_CONCURRENCY): fewer than an instance's places, so that however many of its
+   * endpoints hang, other accounts' messages find places.
+   */
+  accountConcurrency: number;
+  /** Endpoints an account may have (WEBHOOK_MAX_ENDPOINTS). */
+  maxEndpoints: number;
   /** How often due messages are looked for when nothing wakes the worker (WEBHOOK_POLL_INTERVAL). */
   pollMs: number;
   /**
@@ -50,7 +63,13 @@ export const DEFAULT_WEBHOOKS: WebhookSettings = {
   secretGraceMs: DAY,
   disableAfterMs: DAY,
   retentionMs: 7 * DAY,
-  concurrency: 64,
+  concurrency: 256,
+  // Deep enough for one endpoint to take a backlog at the speed of 64 (BENCHMARKS.md), while an
+  // account holds a quarter of the places at most: three accounts whose endpoints all hang leave the
+  // rest a quarter.
+  endpointConcurrency: 32,
+  accountConcurrency: 64,
+  maxEndpoints: 20,
   pollMs: SECOND,
   yieldAtLoopUtilization: 0.9,
 };
@@ -78,6 +97,15 @@ function shareSetting(name: string, value: string | undefined, fallback: number)
   return share;
 }
 
+/** A whole number above 0, such as 20. */
+function countSetting(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^[1-9][0-9]{0,5}$/.test(value.trim())) {
+    throw new Error(`${name} must be a whole number above 0, such as ${fallback}; got "${value}"`);
+  }
+  return Number(value);
+}
+
 /** The WEBHOOK_* variables (docs/configuration.md). */
 export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
   const schedule = env.WEBHOOK_RETRY_SCHEDULE;
@@ -99,6 +127,18 @@ export function webhookSettingsFrom(env: NodeJS.ProcessEnv): WebhookSettings {
     ),
     retentionMs: durationSetting('WEBHOOK_RETENTION', env.WEBHOOK_RETENTION, DEFAULT_WEBHOOKS.retentionMs),
     pollMs,
+    concurrency: countSetting('WEBHOOK_CONCURRENCY', env.WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOKS.concurrency),
+    endpointConcurrency: countSetting(
+      'WEBHOOK_ENDPOINT_CONCURRENCY',
+      env.WEBHOOK_ENDPOINT_CONCURRENCY,
+      DEFAULT_WEBHOOKS.endpointConcurrency,
+    ),
+    accountConcurrency: countSetting(
+      'WEBHOOK_ACCOUNT_CONCURRENCY',
+      env.WEBHOOK_ACCOUNT_CONCURRENCY,
+      DEFAULT_WEBHOOKS.accountConcurrency,
+    ),
+    maxEndpoints: countSetting('WEBHOOK_MAX_ENDPOINTS', env.WEBHOOK_MAX_ENDPOINTS, DEFAULT_WEBHOOKS.maxEndpoints),
     yieldAtLoopUtilization: shareSetting(
       'WEBHOOK_YIELD_AT_UTILIZATION',
       env.WEBHOOK_YIELD_AT_UTILIZATION,

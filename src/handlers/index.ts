@@ -17,6 +17,6 @@ export function serviceHandlers(
   return {
     ...petHandlers(storage.pets, rules, contract.basePath),
     ...orderHandlers(storage.orders, rules, contract.basePath),
-    ...webhookHandlers(storage.webhooks, webhooks, contract.basePath),
+    ...webhookHandlers(storage.webhooks, webhooks, contract),
   };
 }

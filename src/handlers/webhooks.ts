@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { AddressGuard, RefusedAddress } from '../events/address-guard.js';
 import type { WebhookSettings } from '../events/settings.js';
-import { eventIdOf } from '../domain/events.js';
+import type { Contract } from '../contract/document.js';
+import { eventIdOf, type EventType } from '../domain/events.js';
 import { ApiError } from '../domain/errors.js';
 import type { WebhookRepository } from '../storage/types.js';
 import { principalOf } from './idempotency.js';
@@ -23,10 +24,25 @@ function found<T>(value: T | undefined, id: number): T {
 
 export function webhookHandlers(
   webhooks: WebhookRepository,
-  settings: Pick<WebhookSettings, 'allowedNetworks' | 'secretGraceMs'>,
-  basePath: string,
+  settings: Pick<WebhookSettings, 'allowedNetworks' | 'secretGraceMs' | 'maxEndpoints'>,
+  contract: Pick<Contract, 'basePath' | 'eventScopes'>,
 ): ServiceHandlers {
+  const { basePath, eventScopes } = contract;
   const guard = new AddressGuard(settings.allowedNetworks);
+  /** A key subscribes only to kinds whose data it may read: the scope each kind's `x-scope` names. */
+  const requireEventScopes = (held: readonly string[] | null, events: readonly EventType[]) => {
+    if (held === null) return;
+    for (const kind of events) {
+      const scope = eventScopes.get(kind) ?? kind;
+      if (!held.includes(scope)) {
+        throw new ApiError(
+          403,
+          'insufficient_scope',
+          `This API key lacks the scope ${scope}, which ${kind} events need`,
+        );
+      }
+    }
+  };
   const checkUrl = async (url: string | undefined) => {
     if (url === undefined) return;
     try {
@@ -44,9 +60,18 @@ export function webhookHandlers(
 
     async createWebhook(request, reply) {
       const { url, events } = request.body;
+      const { accountId, scopes } = principalOf(request);
+      requireEventScopes(scopes, events);
       await checkUrl(url);
       const secret = newSecret();
-      const endpoint = await webhooks.create(principalOf(request).accountId, { url, events }, secret);
+      const endpoint = await webhooks.create(accountId, { url, events }, secret, settings.maxEndpoints);
+      if (endpoint === 'limit_reached') {
+        throw new ApiError(
+          409,
+          'webhook_limit_reached',
+          `This account has the most webhook endpoints it may have (${settings.maxEndpoints}): remove one first`,
+        );
+      }
       reply.code(201).header('location', `${basePath}/webhooks/${endpoint.id}`);
       return { ...endpoint, secret };
     },
@@ -58,8 +83,14 @@ export function webhookHandlers(
 
     async updateWebhook(request) {
       const { webhookId } = request.params;
+      const { accountId, scopes } = principalOf(request);
+      // The kinds it will be subscribed to: a new url or enabling it sends their data too.
+      if (scopes !== null) {
+        const events = request.body.events ?? found(await webhooks.get(accountId, webhookId), webhookId).events;
+        requireEventScopes(scopes, events);
+      }
       await checkUrl(request.body.url);
-      return found(await webhooks.update(principalOf(request).accountId, webhookId, request.body), webhookId);
+      return found(await webhooks.update(accountId, webhookId, request.body), webhookId);
     },
 
     async deleteWebhook(request, reply) {

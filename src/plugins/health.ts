@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Storage } from '../storage/types.js';
 import { ApiError } from '../domain/errors.js';
-import { databaseUnavailable } from './errors.js';
+import { databaseUnavailable, send } from './errors.js';
 import { answerUnderPressure } from './overload.js';
 
 export interface HealthOptions {
@@ -48,17 +48,18 @@ async function healthPlugin(app: FastifyInstance, { storage, overloaded }: Healt
     done();
   });
   // A balancer's checks, every second or so, are not traced (@fastify/otel reads `otel`).
-  const config = { ...answerUnderPressure, otel: false };
+  const config = { ...answerUnderPressure, probe: true, otel: false };
   app.get('/healthz', { config }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { config }, async (request) => {
-    if (shuttingDown) throw SHUTTING_DOWN;
+  // Not ready is an answer, not a failure: sent, not thrown to the error handler, which logs 5xx.
+  app.get('/readyz', { config }, async (request, reply) => {
+    if (shuttingDown) return send(reply, SHUTTING_DOWN);
     const shedding = overloaded();
-    if (shedding !== undefined) throw shedding;
+    if (shedding !== undefined) return send(reply, shedding);
     try {
       await storage.ping();
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
-      throw databaseUnavailable();
+      return send(reply, databaseUnavailable());
     }
     return { status: 'ready' };
   });

@@ -59,6 +59,16 @@ export class LimitLog {
   }
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * A probe's request line (/healthz, /readyz) is logged at debug level: a balancer checks every
+     * second, and a refusal there (not ready) is logged by its cause, not as a failed request.
+     */
+    probe?: boolean;
+  }
+}
+
 /**
  * One line per request, when it completes, instead of fastify's two (a limit's 429s after the
  * first of a window excepted: LimitLog). Only method, URL, status and
@@ -80,8 +90,9 @@ export class RequestLog extends LogController {
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };
+    if (request.routeOptions.config.probe === true) reply.log.debug(line, 'probe');
     // Client errors are routine; only a 5xx is an error of ours (its cause is logged with it).
-    if (reply.statusCode >= 500) reply.log.error({ ...line, err: error }, 'request failed');
+    else if (reply.statusCode >= 500) reply.log.error({ ...line, err: error }, 'request failed');
     else reply.log.info(line, 'request');
   }
 }

@@ -60,7 +60,8 @@ export type Decide<State, Change> = (current: State) => Change | undefined;
 
 /** The pet catalogue. Handlers speak only this; each backend speaks its own SQL. */
 export interface PetRepository {
-  list(query: PetPageQuery): Promise<Page<Pet>>;
+  /** A page of pets, each with its version (a one-pet page answers with its ETag). */
+  list(query: PetPageQuery): Promise<Page<VersionedPet>>;
   /** Creates a pet; with a claim, the check, the insert and the claim are one transaction. */
   create(pet: NewPetRecord, claim?: IdempotencyClaim): Promise<CreateOutcome<VersionedPet>>;
   get(id: number): Promise<VersionedPet | undefined>;
@@ -157,7 +158,13 @@ export interface SecretRotation {
 export interface WebhookRepository {
   list(accountId: number): Promise<WebhookEndpoint[]>;
   get(accountId: number, id: number): Promise<WebhookEndpoint | undefined>;
-  create(accountId: number, fields: WebhookFields, secret: string): Promise<WebhookEndpoint>;
+  /** Adds an endpoint unless the account has `maxEndpoints` already (race-safe: checked as it is written). */
+  create(
+    accountId: number,
+    fields: WebhookFields,
+    secret: string,
+    maxEndpoints: number,
+  ): Promise<WebhookEndpoint | 'limit_reached'>;
   update(accountId: number, id: number, patch: WebhookPatch): Promise<WebhookEndpoint | undefined>;
   remove(accountId: number, id: number): Promise<boolean>;
   rotateSecret(accountId: number, id: number, rotation: SecretRotation): Promise<WebhookEndpoint | undefined>;
@@ -200,10 +207,21 @@ export interface AttemptOutcome {
   disable?: string | undefined;
 }
 
+/** The most attempts in flight at once, over every instance, to one endpoint and to one account's. */
+export interface InFlightCaps {
+  perEndpoint: number;
+  perAccount: number;
+}
+
 /** The outbox's messages to deliver, claimed by the workers of every instance. */
 export interface DeliveryQueue {
-  /** Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`. */
-  claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /**
+   * Claims up to `limit` due messages of enabled endpoints, leased for `leaseMs`, fairly: no more
+   * than leave an endpoint or an account with its cap in flight (leased, by any instance), and
+   * accounts in turn (each account's first message, then each one's second, ...; within an account
+   * its endpoints in turn), each endpoint's in its order.
+   */
+  claim(limit: number, leaseMs: number, caps: InFlightCaps): Promise<ClaimedDelivery[]>;
   /**
    * Records attempts, in their order, in one transaction; an attempt whose lease was lost to another
    * instance meanwhile is ignored.
@@ -216,8 +234,8 @@ export interface DeliveryQueue {
   saturated(): Promise<boolean>;
   /** Gives claimed messages back, unattempted (a shutdown). */
   release(ids: readonly number[]): Promise<void>;
-  /** When the next pending message is due, if any. */
-  nextDueAt(): Promise<number | undefined>;
+  /** When the next pending message is due, if any, as `claim` with these caps would take it. */
+  nextDueAt(caps: InFlightCaps): Promise<number | undefined>;
   /** Messages not yet delivered (nor dead), and when the oldest of them was committed. */
   backlog(): Promise<{ pending: number; oldestCommittedAt: number | undefined }>;
   /** Removes delivered and dead messages, and attempts, older than `before`; returns how many messages. */

@@ -98,3 +98,17 @@ export function claimedOf(row: ClaimRow, now: number): ClaimedDelivery {
     traceParent: traceParent ?? undefined,
   };
 }
+
+/**
+ * The messages in flight (leased, by any instance) of each endpoint, with its account and when its
+ * first lease ends, and of each account: common table expressions of the claim, with the time as
+ * `@at` (SQLite) or `$1` (PostgreSQL).
+ */
+export function inFlight(at: string): string {
+  return `in_flight AS (
+    SELECT d.endpoint_id, w.account_id, count(*) AS count, min(d.lease_until) AS until
+    FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+    WHERE d.state = 'pending' AND d.lease_until > ${at} GROUP BY d.endpoint_id, w.account_id
+  ), account_in_flight AS (
+    SELECT account_id, sum(count) AS count FROM in_flight GROUP BY account_id)`;
+}

@@ -103,18 +103,24 @@ function outsideViolations(
 /** The codes this version sends: `Error.code` is an open string, `ErrorCode` lists them. */
 const errorCodes = new Set((contract.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum);
 
+/** A failure's Error code, when its body is JSON with one. */
+function errorCodeOf(response: ObservedResponse): string | undefined {
+  if (response.statusCode < 400) return undefined;
+  try {
+    const { code } = JSON.parse(response.body) as { code?: unknown };
+    if (code === undefined) return undefined;
+    return typeof code === 'string' ? code : JSON.stringify(code);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A failure's Error body whose code the contract's `ErrorCode` does not list. */
 function unlistedErrorCode(method: string, url: string, response: ObservedResponse): string[] {
-  if (response.statusCode < 400) return [];
-  let code: unknown;
-  try {
-    code = (JSON.parse(response.body) as { code?: unknown }).code;
-  } catch {
-    return [];
-  }
-  return errorCodes.has(String(code))
+  const code = errorCodeOf(response);
+  return code === undefined || errorCodes.has(code)
     ? []
-    : [`${method} ${url} -> ${response.statusCode}: code ${String(code)} is not one of ErrorCode's`];
+    : [`${method} ${url} -> ${response.statusCode}: code ${code} is not one of ErrorCode's`];
 }
 
 /** Every way a response departs from openapi.yaml; empty when it conforms. */
@@ -132,11 +138,15 @@ export class ContractViolation extends Error {}
 const responseLog = process.env.PETSTORE_RESPONSE_LOG;
 const logged = new Set<string>();
 
-/** Opt-in (PETSTORE_RESPONSE_LOG=file), for `npm run contract:check`: appends `GET /pets/{petId} 404` once. */
-function logResponse(method: string, url: string, statusCode: number): void {
+/**
+ * Opt-in (PETSTORE_RESPONSE_LOG=file), for `npm run contract:check`: appends `GET /pets/{petId} 404
+ * not_found` once (the Error code, on a failure), which it holds to the operation's `x-error-codes`.
+ */
+function logResponse(method: string, url: string, response: ObservedResponse): void {
   const { template } = findOperation(method, url);
   if (responseLog === undefined || template === undefined) return;
-  const line = `${method.toUpperCase()} ${template} ${statusCode}\n`;
+  const code = errorCodeOf(response);
+  const line = `${method.toUpperCase()} ${template} ${response.statusCode}${code === undefined ? '' : ` ${code}`}\n`;
   if (!logged.has(line)) appendFileSync(responseLog, line);
   logged.add(line);
 }
@@ -145,7 +155,7 @@ function logResponse(method: string, url: string, statusCode: number): void {
 export function assertConforms(method: string, url: string, response: ObservedResponse): void {
   const problems = contractViolations(method, url, response);
   if (problems.length > 0) throw new ContractViolation(problems.join('\n'));
-  logResponse(method, url, response.statusCode);
+  logResponse(method, url, response);
 }
 
 export { contract };

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HAPROXY_CONFIG, HAPROXY_MISSING, haproxyBinary, requireHaproxy } from '../../scripts/haproxy.js';
 import { freePort } from '../../scripts/local-servers.js';
@@ -25,10 +26,13 @@ export function balancerCertificate(t: Teardown): string {
   return file;
 }
 
-/** `haproxy -c -f deploy/haproxy.cfg` with these settings: its exit code and what it said. */
+/**
+ * `haproxy -c -f deploy/haproxy.cfg` with these settings: its exit code and what it said. Run from
+ * elsewhere than the repository, as an operator's HAProxy is: the file's paths are its folder's.
+ */
 export function checkConfiguration(env: Record<string, string>): { code: number | null; output: string } {
   const result = spawnSync(requireHaproxy(), ['-c', '-f', HAPROXY_CONFIG], {
-    cwd: projectRoot,
+    cwd: tmpdir(),
     env: { ...process.env, ...env },
     encoding: 'utf8',
   });
@@ -67,7 +71,7 @@ export async function startBalancer(
     ...env,
   };
   const child: ChildProcess = spawn(requireHaproxy(), ['-db', '-f', HAPROXY_CONFIG], {
-    cwd: projectRoot,
+    cwd: tmpdir(),
     env: { ...process.env, ...settings },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -42,6 +42,10 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
         - apiKey: ['pets:write']
       parameters:
         - $ref: '#/components/parameters/PetId'
+      x-error-codes:
+        '400': [invalid_request]
+        '401': [unauthorized]
+        '404': [not_found]
       responses:
         '204':
           description: Done.

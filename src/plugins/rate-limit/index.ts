@@ -16,15 +16,12 @@ type Count = (store: CountingStore, key: string, then: (counted: Counted | undef
 
 const WINDOW_MS = 60_000;
 
-/** Every key in Redis starts with this, apart from other applications' keys on the same server. */
-export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
-
 /**
- * Where this server's keys are counted in Redis: as @fastify/rate-limit's createRateLimit named them
- * (a store for a route with no method and no URL), through which earlier versions counted, so that
- * instances of those versions sharing the Redis count together with this one.
+ * Every counter in Redis is named with this, then `key:<key id>` (per-key limit) or `ip:<client
+ * address>` (failed authentications): apart from other applications' keys on the same server
+ * (docs/several-instances.md).
  */
-const REDIS_KEYS = `${REDIS_KEY_PREFIX}undefinedundefined-`;
+export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
 
 /**
  * Counts a request against a limit, then answers: with the refusal to send when over it (a 429),
@@ -189,7 +186,7 @@ export async function rateLimits(
   redis?: Redis,
 ): Promise<RateLimits> {
   const newStore = (): CountingStore =>
-    redis === undefined ? new InProcessStore() : new RedisStore(redis, REDIS_KEYS);
+    redis === undefined ? new InProcessStore() : new RedisStore(redis, REDIS_KEY_PREFIX);
   const count = redis === undefined ? countInProcess : await sharedCount(app, redis);
   const { perMinute, authFailuresPerMinute } = settings;
   return {

@@ -48,11 +48,7 @@ export class InProcessStore implements CountingStore {
   }
 }
 
-/**
- * The count and the window's milliseconds left, in one round trip. The same counting as
- * @fastify/rate-limit's RedisStore, which earlier versions of this server counted with: instances
- * of both, sharing a Redis, count together.
- */
+/** The count and the window's milliseconds left, in one round trip. */
 const COUNT_SCRIPT = `
 local current = redis.call('INCR', KEYS[1])
 if current == 1 then

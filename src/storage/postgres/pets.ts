@@ -10,10 +10,10 @@ const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
  * against the one it prepared on each use, which is a pointer comparison when it is the same string.
  */
 const PET_SQL = {
-  list: `SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
-  listByStatus: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
-  listByIds: `SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[]) AND id > $2 ORDER BY id LIMIT $3`,
-  listByIdsAndStatus: `SELECT ${PET_COLUMNS} FROM pets
+  list: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+  listByStatus: `SELECT ${PET_COLUMNS}, version FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  listByIds: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ANY($1::bigint[]) AND id > $2 ORDER BY id LIMIT $3`,
+  listByIdsAndStatus: `SELECT ${PET_COLUMNS}, version FROM pets
     WHERE id = ANY($1::bigint[]) AND status = $2 AND id > $3 ORDER BY id LIMIT $4`,
   insert: `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`,
   byId: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1`,
@@ -82,9 +82,9 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
 
   return {
     list: async ({ limit, status, ids, afterId = 0 }) => {
-      const found = await rows<Pet>(pool, list(afterId, limit, status, ids));
+      const found = await rows<PetRow>(pool, list(afterId, limit, status, ids));
       const hasMore = found.length > limit;
-      return { items: hasMore ? found.slice(0, limit) : found, hasMore };
+      return { items: (hasMore ? found.slice(0, limit) : found).map(versioned), hasMore };
     },
     // With or without a claim, the insert and its event are one transaction.
     create: async (pet, claim) =>

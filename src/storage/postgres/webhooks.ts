@@ -12,6 +12,7 @@ import {
   type EndpointRow,
   endpointOf,
   FAN_OUT_BATCH,
+  inFlight,
 } from '../webhook-rows.js';
 import { firstRow, onlyRow, rows, transaction } from './queries.js';
 import { afterCommit } from './transaction.js';
@@ -56,6 +57,53 @@ const FAN_OUT = `WITH batch AS (
   FROM batch CROSS JOIN LATERAL unnest(batch.endpoints) WITH ORDINALITY AS endpoint (id, n)
   JOIN webhook_endpoints w ON w.id = endpoint.id
   ORDER BY batch.id, endpoint.n`;
+
+/**
+ * A fair claim of up to `$3` due messages, leased until `$2`: the first `$4` due messages of each
+ * enabled endpoint with fewer than `$4` in flight, taken by account in turn (each account's first,
+ * then each one's second, ...) while the account has fewer than `$5` in flight, then locked with
+ * SKIP LOCKED: two instances take different ones.
+ */
+const CLAIM = `WITH ${inFlight('$1')}, first_due AS (
+    SELECT d.id, d.next_attempt_at, w.account_id, coalesce(f.count, 0) AS in_flight, d.nth
+    FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
+    CROSS JOIN LATERAL (
+      SELECT x.id, x.next_attempt_at, row_number() OVER (ORDER BY x.next_attempt_at, x.id) AS nth
+      FROM webhook_deliveries x WHERE x.endpoint_id = w.id AND x.state = 'pending'
+        AND x.next_attempt_at <= $1 AND coalesce(x.lease_until, 0) <= $1
+      ORDER BY x.next_attempt_at, x.id LIMIT $4) d
+    WHERE w.enabled AND coalesce(f.count, 0) < $4
+  ), turns AS (
+    SELECT id, next_attempt_at, account_id,
+      row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id) AS turn
+    FROM first_due WHERE nth + in_flight <= $4
+  ), chosen AS (
+    SELECT id FROM turns t LEFT JOIN account_in_flight a ON a.account_id = t.account_id
+    WHERE turn + coalesce(a.count, 0) <= $5
+    ORDER BY turn, next_attempt_at, id LIMIT $3
+  ), locked AS (
+    SELECT d.id FROM webhook_deliveries d JOIN chosen ON chosen.id = d.id
+    WHERE d.state = 'pending' AND coalesce(d.lease_until, 0) <= $1 FOR UPDATE OF d SKIP LOCKED
+  ), leased AS (
+    UPDATE webhook_deliveries d SET attempts = attempts + 1, lease_until = $2
+    FROM locked WHERE d.id = locked.id RETURNING d.*
+  )
+  SELECT ${CLAIM_COLUMNS} FROM leased d JOIN webhook_events e ON e.id = d.event_id
+  JOIN webhook_endpoints w ON w.id = d.endpoint_id`;
+
+/**
+ * When the next message is due as the claim sees them: a message in flight when its lease ends, an
+ * endpoint with `$2` in flight (or of an account with `$3`) has none due until then, a disabled one
+ * none at all. Events without their deliveries yet are due when they committed.
+ */
+const NEXT_DUE = `WITH ${inFlight('$1')} SELECT least(
+    (SELECT min(due.at) FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
+     CROSS JOIN LATERAL (SELECT min(d.next_attempt_at) AS at FROM webhook_deliveries d
+       WHERE d.endpoint_id = w.id AND d.state = 'pending' AND coalesce(d.lease_until, 0) <= $1) due
+     LEFT JOIN account_in_flight a ON a.account_id = w.account_id
+     WHERE w.enabled AND coalesce(f.count, 0) < $2 AND coalesce(a.count, 0) < $3),
+    (SELECT min(f.until) FROM in_flight f JOIN webhook_endpoints w ON w.id = f.endpoint_id WHERE w.enabled),
+    (SELECT min(created_at) FROM webhook_events WHERE NOT fanned_out)) AS at`;
 
 /** The outbox, written by the statement above inside the transaction of each change. */
 export class Outbox {
@@ -116,14 +164,24 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
         })
       ).map(endpointOf),
     get: async (accountId, id) => found(await get(pool, accountId, id)),
-    create: async (accountId, { url, events }, secret) =>
-      endpointOf(
-        await onlyRow<EndpointRow>(pool, {
-          text: `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-          values: [accountId, url, JSON.stringify(events), secret, now()],
-        }),
-      ),
+    create: async (accountId, { url, events }, secret, maxEndpoints) =>
+      transaction(pool, async (client) => {
+        // The account's row, locked, orders the creates of one account: each counts what the one
+        // before it committed (read committed: the count is a statement after the lock).
+        await rows(client, { text: 'SELECT id FROM accounts WHERE id = $1 FOR UPDATE', values: [accountId] });
+        const has = await onlyRow<{ count: number }>(client, {
+          text: 'SELECT count(*)::integer AS count FROM webhook_endpoints WHERE account_id = $1',
+          values: [accountId],
+        });
+        if (has.count >= maxEndpoints) return 'limit_reached' as const;
+        return endpointOf(
+          await onlyRow<EndpointRow>(client, {
+            text: `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
+                   VALUES ($1, $2, $3, $4, $5, $5) RETURNING ${ENDPOINT_COLUMNS}`,
+            values: [accountId, url, JSON.stringify(events), secret, now()],
+          }),
+        );
+      }),
     update: async (accountId, id, patch) =>
       found(
         await firstRow<EndpointRow>(pool, {
@@ -237,23 +295,13 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
   };
 
   return {
-    claim: async (limit, leaseMs) => {
+    claim: async (limit, leaseMs, { perEndpoint, perAccount }) => {
       await rows(pool, { name: 'webhooks-fan-out', text: FAN_OUT, values: [FAN_OUT_BATCH] });
       const at = now();
       const claimed = await rows<ClaimRow>(pool, {
         name: 'webhooks-claim',
-        text: `WITH due AS (
-                 SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-                 WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND coalesce(d.lease_until, 0) <= $1
-                   AND w.enabled
-                 ORDER BY d.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED
-               ), leased AS (
-                 UPDATE webhook_deliveries d SET attempts = attempts + 1, lease_until = $2
-                 FROM due WHERE d.id = due.id RETURNING d.*
-               )
-               SELECT ${CLAIM_COLUMNS} FROM leased d JOIN webhook_events e ON e.id = d.event_id
-               JOIN webhook_endpoints w ON w.id = d.endpoint_id`,
-        values: [at, at + leaseMs, limit],
+        text: CLAIM,
+        values: [at, at + leaseMs, limit, perEndpoint, perAccount],
       });
       return claimed.map((row) => claimedOf(row, at));
     },
@@ -322,16 +370,12 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
         values: [ids],
       });
     },
-    nextDueAt: async () =>
+    nextDueAt: async ({ perEndpoint, perAccount }) =>
       (
         await firstRow<{ at: number | null }>(pool, {
           name: 'webhooks-next-due',
-          // As the claim sees them: a leased message is due when its lease ends, a disabled endpoint's never.
-          // Events without their deliveries yet are due when they committed.
-          text: `SELECT least(
-                   (SELECT min(greatest(d.next_attempt_at, coalesce(d.lease_until, 0))) FROM webhook_deliveries d
-                    JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled),
-                   (SELECT min(created_at) FROM webhook_events WHERE NOT fanned_out)) AS at`,
+          text: NEXT_DUE,
+          values: [now(), perEndpoint, perAccount],
         })
       )?.at ?? undefined,
     backlog: async () => {

@@ -39,15 +39,17 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   // bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
   const list = {
-    all: db.prepare<[number, number], Pet>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`),
-    byStatus: db.prepare<[string, number, number], Pet>(
-      `SELECT ${PET_COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+    all: db.prepare<[number, number], PetRow>(
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE id > ? ORDER BY id LIMIT ?`,
     ),
-    byIds: db.prepare<[string, number, number], Pet>(
-      `SELECT ${PET_COLUMNS} FROM pets WHERE ${ids} AND id > ? ORDER BY id LIMIT ?`,
+    byStatus: db.prepare<[string, number, number], PetRow>(
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
     ),
-    byIdsAndStatus: db.prepare<[string, string, number, number], Pet>(
-      `SELECT ${PET_COLUMNS} FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id LIMIT ?`,
+    byIds: db.prepare<[string, number, number], PetRow>(
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    byIdsAndStatus: db.prepare<[string, string, number, number], PetRow>(
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id LIMIT ?`,
     ),
   };
   const insert = db.prepare<[string, number, string], PetRow>(
@@ -115,7 +117,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
             ? list.byIds.all(JSON.stringify(only), afterId, limit + 1)
             : list.byIdsAndStatus.all(JSON.stringify(only), status, afterId, limit + 1);
       const hasMore = rows.length > limit;
-      return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
+      return { items: (hasMore ? rows.slice(0, limit) : rows).map(versioned), hasMore };
     },
     create: async (pet, claim) =>
       claim === undefined

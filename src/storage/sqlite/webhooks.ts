@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
-import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
+import type { AttemptOutcome, DeliveryQueue, InFlightCaps, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -12,7 +12,24 @@ import {
   type EndpointRow,
   endpointOf,
   FAN_OUT_BATCH,
+  inFlight,
 } from '../webhook-rows.js';
+
+/**
+ * The first `perEndpoint` due messages of each enabled endpoint with room, numbered in its own order
+ * (`nth`), with its account and how many it has in flight: what a fair claim chooses from.
+ */
+const FIRST_DUE = `first_due AS (
+    SELECT d.id, d.next_attempt_at, w.account_id, coalesce(f.count, 0) AS in_flight,
+      row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS nth
+    FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
+    JOIN webhook_deliveries d ON d.id IN (
+      SELECT x.id FROM webhook_deliveries x WHERE x.endpoint_id = w.id AND x.state = 'pending'
+        AND x.next_attempt_at <= @at AND coalesce(x.lease_until, 0) <= @at
+      ORDER BY x.next_attempt_at, x.id LIMIT @perEndpoint)
+    WHERE w.enabled = 1 AND coalesce(f.count, 0) < @perEndpoint)`;
+
+const IN_FLIGHT = inFlight('@at');
 
 /**
  * The outbox, written inside the transaction of the change an event describes: the event, with the
@@ -120,9 +137,17 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
   const get = db.prepare<[number, number], EndpointRow>(
     `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE ${owned}`,
   );
+  const count = db.prepare<[number], number>('SELECT count(*) FROM webhook_endpoints WHERE account_id = ?').pluck();
   const insert = db.prepare<[number, string, string, string, number, number], EndpointRow>(
     `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+  );
+  // Counted and written under the write lock (an immediate transaction): no other writer between.
+  const create = db.transaction(
+    (accountId: number, url: string, events: string, secret: string, maxEndpoints: number) => {
+      if ((count.get(accountId) as number) >= maxEndpoints) return 'limit_reached' as const;
+      return endpointOf(insert.get(accountId, url, events, secret, now(), now()) as EndpointRow);
+    },
   );
   // Enabling clears why it was disabled and the failures that led there.
   const update = db.prepare<[EndpointUpdate], EndpointRow>(
@@ -158,8 +183,8 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
   return {
     list: async (accountId) => list.all(accountId).map(endpointOf),
     get: async (accountId, id) => found(get.get(accountId, id)),
-    create: async (accountId, { url, events }, secret) =>
-      endpointOf(insert.get(accountId, url, JSON.stringify(events), secret, now(), now()) as EndpointRow),
+    create: async (accountId, { url, events }, secret, maxEndpoints) =>
+      create.immediate(accountId, url, JSON.stringify(events), secret, maxEndpoints),
     update: async (accountId, id, patch) => {
       const enabled = patch.enabled === undefined ? null : Number(patch.enabled);
       const events = patch.events === undefined ? null : JSON.stringify(patch.events);
@@ -195,10 +220,14 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     fanOut.run(from, to);
     advance.run(to);
   };
-  const due = db.prepare<[number, number, number], { id: number }>(
-    `SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-     WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND coalesce(d.lease_until, 0) <= ? AND w.enabled = 1
-     ORDER BY d.next_attempt_at LIMIT ?`,
+  const due = db.prepare<[InFlightCaps & { at: number; limit: number }], { id: number }>(
+    `WITH ${IN_FLIGHT}, ${FIRST_DUE}, turns AS (
+       SELECT id, next_attempt_at, account_id,
+         row_number() OVER (PARTITION BY account_id ORDER BY nth, next_attempt_at, id) AS turn
+       FROM first_due WHERE nth + in_flight <= @perEndpoint)
+     SELECT id FROM turns t LEFT JOIN account_in_flight a ON a.account_id = t.account_id
+     WHERE turn + coalesce(a.count, 0) <= @perAccount
+     ORDER BY turn, next_attempt_at, id LIMIT @limit`,
   );
   const ids = 'IN (SELECT value FROM json_each(?))';
   const lease = db.prepare<[number, string]>(
@@ -208,9 +237,9 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     `SELECT ${CLAIM_COLUMNS} FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
      JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id ${ids}`,
   );
-  const claim = db.transaction((at: number, leaseMs: number, limit: number) => {
+  const claim = db.transaction((at: number, leaseMs: number, limit: number, caps: InFlightCaps) => {
     fanOutBatch();
-    const chosen = JSON.stringify(due.all(at, at, limit).map((row) => row.id));
+    const chosen = JSON.stringify(due.all({ ...caps, at, limit }).map((row) => row.id));
     lease.run(at + leaseMs, chosen);
     return claimed.all(chosen);
   });
@@ -234,13 +263,19 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   const release = db.prepare<[number]>(
     "UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1 WHERE id = ? AND state = 'pending'",
   );
-  // A message in flight is due when its lease ends, and a disabled endpoint's are not due at all:
-  // counting either as due now would have the worker claim in a loop until they settle. Events not
-  // yet made into deliveries are due when they committed.
-  const nextDue = db.prepare<[], { at: number | null }>(
-    `SELECT min(at) AS at FROM (
-       SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, 0))) AS at FROM webhook_deliveries d
-       JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.state = 'pending' AND w.enabled = 1
+  // A message in flight is due when its lease ends; an endpoint (or account) with its most in flight
+  // has none due until then, and a disabled endpoint has none due at all: counting any of them as due now would
+  // have the worker claim in a loop until they settle. Events not yet made into deliveries are due
+  // when they committed.
+  const nextDue = db.prepare<[InFlightCaps & { at: number }], { at: number | null }>(
+    `WITH ${IN_FLIGHT} SELECT min(at) AS at FROM (
+       SELECT (SELECT min(d.next_attempt_at) FROM webhook_deliveries d WHERE d.endpoint_id = w.id
+                 AND d.state = 'pending' AND coalesce(d.lease_until, 0) <= @at) AS at
+       FROM webhook_endpoints w LEFT JOIN in_flight f ON f.endpoint_id = w.id
+       LEFT JOIN account_in_flight a ON a.account_id = w.account_id
+       WHERE w.enabled = 1 AND coalesce(f.count, 0) < @perEndpoint AND coalesce(a.count, 0) < @perAccount
+       UNION ALL
+       SELECT min(f.until) FROM in_flight f JOIN webhook_endpoints w ON w.id = f.endpoint_id WHERE w.enabled = 1
        UNION ALL
        SELECT min(created_at) FROM webhook_events WHERE id > (SELECT last_event_id FROM webhook_fan_out))`,
   );
@@ -296,14 +331,14 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   });
 
   return {
-    claim: async (limit, leaseMs) => {
+    claim: async (limit, leaseMs, caps) => {
       const at = now();
-      return claim.immediate(at, leaseMs, limit).map((row) => claimedOf(row, at));
+      return claim.immediate(at, leaseMs, limit, caps).map((row) => claimedOf(row, at));
     },
     settle: async (outcomes) => settleAll.immediate(outcomes),
     saturated: async () => false,
     release: async (ids) => releaseAll.immediate(ids),
-    nextDueAt: async () => nextDue.get()?.at ?? undefined,
+    nextDueAt: async (caps) => nextDue.get({ ...caps, at: now() })?.at ?? undefined,
     backlog: async () => {
       const row = backlog.get();
       return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
