@@ -10,6 +10,7 @@ const LAYERS = [
   'config',
   'dev',
   'plugins',
+  'tracing',
   'handlers',
   'http',
   'auth',

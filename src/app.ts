@@ -41,6 +41,7 @@ import {
 import type { Storage } from './storage/types.js';
 import { Dispatcher } from './events/dispatcher.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
+import type { Tracing } from './tracing/opentelemetry.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
 export const BODY_LIMIT = 16 * 1024;
@@ -76,6 +77,8 @@ export interface AppOptions {
   now?: () => number;
   /** Webhook delivery: where to, how long, how often (WEBHOOK_*); see DEFAULT_WEBHOOKS. */
   webhooks?: WebhookSettings;
+  /** OpenTelemetry, when configured (src/tracing/); nothing is traced when left out. */
+  tracing?: Tracing | undefined;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -163,6 +166,7 @@ export async function buildApp({
   https,
   now = Date.now,
   webhooks = DEFAULT_WEBHOOKS,
+  tracing,
 }: AppOptions): Promise<FastifyInstance> {
   const [unfit] = [...incompleteDeprecations(contract.operations), ...eventsWithoutScope(contract.dereferenced)];
   if (unfit !== undefined) throw new Error(unfit);
@@ -207,6 +211,8 @@ export async function buildApp({
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
   });
 
+  // @fastify/otel first: it instruments the routes and hooks added after it.
+  if (tracing !== undefined) await app.register(tracing.plugin);
   adaptNodeServer(app.server, connections.maxConnections);
   app.addHook('onRequest', standardHeaders);
   // In development, refusals are sent like other answers, for the response check to see them.
@@ -244,20 +250,20 @@ export async function buildApp({
   await app.register(docs, { contract, publicUrl });
 
   const handlers = serviceHandlers(storage, contract, webhooks);
-  const dispatcher = new Dispatcher(storage.deliveries, webhooks, metrics?.deliveries, (error) =>
-    app.log.error({ err: error }, 'webhook delivery failed'),
+  const dispatcher = new Dispatcher(
+    storage.deliveries,
+    webhooks,
+    metrics?.deliveries,
+    (error) => app.log.error({ err: error }, 'webhook delivery failed'),
+    tracing?.deliveries,
   );
   app.addHook('onReady', async () => dispatcher.start());
   app.addHook('onClose', async () => dispatcher.stop());
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  const authenticate = bearerAuth(
-    storage.accounts,
-    refuse,
-    { failures: limits.authFailure, perKey: limits.perKey },
-    now,
-  );
+  const bearer = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey }, now);
+  const authenticate = tracing?.authentication(bearer) ?? bearer;
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
@@ -305,7 +311,8 @@ export async function buildApp({
             : [refuseUnreadableBody(operation.requestMediaType), continueBeforeBody];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
-        return { handler, onRequest, preParsing } as unknown as RouteOptions;
+        const config = tracing?.routeConfig(operation, contract.basePath);
+        return { handler, onRequest, preParsing, ...(config && { config }) } as unknown as RouteOptions;
       },
     });
   });

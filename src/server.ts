@@ -6,13 +6,14 @@ import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
 import { Metrics } from './metrics/registry.js';
 import { type MetricsServer, startMetricsServer } from './metrics/server.js';
 import { instrumentStorage } from './metrics/storage-timing.js';
-import { type DatabaseConfig, describeDatabase, type OpenOptions, openStorage } from './storage/index.js';
+import type { DatabaseConfig, OpenOptions, openStorage } from './storage/index.js';
 import { readTls } from './config/tls.js';
+import { tracingConfigured } from './tracing/configured.js';
 
 /** The database, or a start that stops naming DATABASE_URL when its SQLite file cannot be opened. */
-async function openDatabase(database: DatabaseConfig, options: OpenOptions) {
+async function openDatabase(open: typeof openStorage, database: DatabaseConfig, options: OpenOptions) {
   try {
-    return await openStorage(database, options);
+    return await open(database, options);
   } catch (error) {
     if (database.engine !== 'sqlite') throw error;
     throw new Error(
@@ -30,13 +31,20 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const contract = await loadContract();
   const https = config.tls && readTls(config.tls);
+  const tracing = tracingConfigured() ? (await import('./tracing/opentelemetry.js')).startTracing() : undefined;
+  // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
+  const { describeDatabase, openStorage } = await import('./storage/index.js');
   let onIdleError: (error: Error) => void = () => undefined;
-  const storage = await openDatabase(config.database, { onIdleError: (error) => onIdleError(error) });
+  const storage = await openDatabase(openStorage, config.database, {
+    onIdleError: (error) => onIdleError(error),
+    ...(tracing && { traceParent: tracing.traceParent }),
+  });
+  const traced = tracing === undefined ? storage : tracing.storage(storage, config.database.engine);
   const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,
-    storage: metrics === undefined ? storage : instrumentStorage(storage, metrics),
+    storage: metrics === undefined ? traced : instrumentStorage(traced, metrics),
     metrics,
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
     publicUrl: config.publicUrl,
@@ -48,6 +56,7 @@ async function main(): Promise<void> {
     trustProxy: config.trustProxy,
     https,
     webhooks: config.webhooks,
+    tracing,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
@@ -64,6 +73,8 @@ async function main(): Promise<void> {
     const stoppingAt = Date.now();
     await app.close();
     await metricsServer?.close();
+    // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
+    await tracing?.shutdown().catch(() => undefined);
     redis?.disconnect();
     await storage.close();
     // The last line: a supervisor or an operator may start it again now.
@@ -97,6 +108,7 @@ async function main(): Promise<void> {
       ? '  rate limits: counted by this instance alone; set REDIS_URL to share them across instances'
       : `  rate limits: shared through Redis at ${redisLocation(redis)}`,
     `  metrics: ${metricsServer?.url ?? 'off (METRICS_PORT=off)'}`,
+    `  traces: ${tracing === undefined ? 'off (set OTEL_EXPORTER_OTLP_ENDPOINT to export them)' : 'exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_*)'}`,
   ];
   if (issued === undefined) {
     // Keys are stored as hashes, so an existing one cannot be shown again: say how to make one.

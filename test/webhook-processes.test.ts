@@ -1,33 +1,15 @@
-import { createServer } from 'node:net';
 import t from 'tap';
 import type { WebhookDelivery } from '../src/domain/events.js';
 import type { Pet } from '../src/storage/types.js';
-import { conformingFetch, type Teardown } from './helpers/api.js';
+import type { Teardown } from './helpers/api.js';
 import { backend, newDatabase, probeDatabase } from './helpers/backend.js';
-import { databaseWithKey, type ServerProcess, startServerProcess } from './helpers/process.js';
+import { clientOf, databaseWithKey, type ServerProcess, startServerProcess } from './helpers/process.js';
 import { samples, scrapeUrl } from './helpers/prometheus.js';
-import { startReceiver } from './helpers/receiver.js';
+import { closedPort, startReceiver } from './helpers/receiver.js';
 import { eventually, payloadConforms, verified, type WithSecret } from './helpers/webhooks.js';
 
 /** A receiver's answer that never comes: the request stays open until the sender goes. */
 const never = () => new Promise<never>(() => undefined);
-
-/** Calls a server process's API with `key`; every answer is checked against the contract. */
-function clientOf(server: ServerProcess, key: string) {
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- a typed view of a validated body
-  return async <T>(method: string, path: string, body?: object): Promise<{ status: number; body: T }> => {
-    const type = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
-    const response = await conformingFetch(
-      new Request(`${server.baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': type }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      }),
-    );
-    const text = await response.text();
-    return { status: response.status, body: (text === '' ? undefined : JSON.parse(text)) as T };
-  };
-}
 
 /** A database with a key, and the environment a server process serves it with, delivering to loopback. */
 async function deployment(t: Teardown, env: Record<string, string> = {}) {
@@ -45,15 +27,6 @@ async function deliveriesOf(server: ServerProcess): Promise<Map<string, number>>
   const url = /^ {2}metrics: (http:\/\/\S+)$/m.exec(server.output())?.[1];
   if (url === undefined) throw new Error('no metrics address in the banner');
   return samples(await scrapeUrl(url), 'petstore_webhook_deliveries_total');
-}
-
-/** A loopback port nothing listens on: connections to it are refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 t.test('no log line carries a signing secret or an API key', async (t) => {

@@ -4,6 +4,7 @@ import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
+import type { DeliveryTracing } from './tracing.js';
 import { eventIdOf } from '../domain/events.js';
 
 /** How long a shutdown waits for attempts in flight before giving the rest back. */
@@ -101,6 +102,7 @@ export class Dispatcher {
     private readonly settings: WebhookSettings,
     private readonly metrics?: DeliveryMetrics,
     private readonly onError: (error: unknown) => void = () => undefined,
+    private readonly tracing?: DeliveryTracing,
   ) {
     this.sender = new Sender(new AddressGuard(settings.allowedNetworks), settings.timeoutMs);
     // A lease outlives the attempt it covers: another instance takes it only if this one died.
@@ -111,7 +113,10 @@ export class Dispatcher {
   }
 
   start(): void {
-    this.unlisten = this.queue.onCommit(() => this.wake());
+    const { tracing } = this;
+    this.unlisten = this.queue.onCommit(
+      tracing === undefined ? () => this.wake() : () => tracing.detached(() => this.wake()),
+    );
     this.metrics?.watchBacklog(() => this.queue.backlog());
     this.loop.start();
     this.wake();
@@ -192,13 +197,16 @@ export class Dispatcher {
     this.inFlightTo.set(endpointId, (this.inFlightTo.get(endpointId) ?? 0) + 1);
     const attempted = (async () => {
       const attemptedAt = Date.now();
+      const span = this.tracing?.startAttempt(delivery);
       const result = await this.sender.send({
         url: delivery.url,
         eventId: eventIdOf(delivery.eventId),
         body: delivery.body,
         secrets: delivery.secrets,
+        traceParent: span?.traceParent,
       });
       const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
+      span?.end(outcome);
       this.metrics?.attempted(outcome, Date.now());
       await this.record(outcome);
     })()

@@ -10,14 +10,20 @@ export interface SignedMessage {
   eventId: string;
   body: string;
   secrets: readonly string[];
+  /** The delivery attempt's trace context, when traced: sent as `traceparent`. */
+  traceParent?: string | undefined;
 }
 
 export type SendResult =
   { status: number; retryAfterMs?: number | undefined; durationMs: number } | { error: string; durationMs: number };
 
-/** Only the headers Standard Webhooks defines, and the body's type: nothing of the server leaks. */
+/**
+ * Only the headers Standard Webhooks defines, the body's type, and the attempt's `traceparent` when
+ * traced: nothing of the server leaks.
+ */
 function headersFor(message: SignedMessage, signers: (secret: string) => Webhook, at: Date) {
   const signature = message.secrets.map((secret) => signers(secret).sign(message.eventId, at, message.body)).join(' ');
+  const traced = message.traceParent === undefined ? {} : { traceparent: message.traceParent };
   return {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(message.body)),
@@ -25,6 +31,7 @@ function headersFor(message: SignedMessage, signers: (secret: string) => Webhook
     'webhook-id': message.eventId,
     'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
     'webhook-signature': signature,
+    ...traced,
   };
 }
 

@@ -47,7 +47,8 @@ async function healthPlugin(app: FastifyInstance, { storage, overloaded }: Healt
     shuttingDown = true;
     done();
   });
-  const config = { ...answerUnderPressure, probe: true };
+  // A balancer's checks, every second or so, are not traced (@fastify/otel reads `otel`).
+  const config = { ...answerUnderPressure, probe: true, otel: false };
   app.get('/healthz', { config }, async () => ({ status: 'ok' }));
   // Not ready is an answer, not a failure: sent, not thrown to the error handler, which logs 5xx.
   app.get('/readyz', { config }, async (request, reply) => {

@@ -12,19 +12,23 @@ export interface OpenOptions {
   now?: () => number;
   /** Told of a pooled PostgreSQL connection that failed while idle. */
   onIdleError?: (error: Error) => void;
+  /** The trace context (a W3C traceparent) to store with an event, read as it is written; none when untraced. */
+  traceParent?: () => string | undefined;
 }
 
 /** Opens the configured backend, with its migrations applied. */
 export async function openStorage(database: DatabaseConfig, options: OpenOptions = {}): Promise<Storage> {
   const now = options.now === undefined ? {} : { now: options.now };
+  const traceParent = options.traceParent === undefined ? {} : { traceParent: options.traceParent };
   if (database.engine === 'sqlite') {
-    return openSqlite({ filename: database.file, synchronous: database.synchronous, ...now });
+    return openSqlite({ filename: database.file, synchronous: database.synchronous, ...now, ...traceParent });
   }
   return openPostgres({
     connectionString: database.url,
     poolSize: database.poolSize,
     timeoutMs: database.timeoutMs,
     ...now,
+    ...traceParent,
     ...(options.onIdleError === undefined ? {} : { onIdleError: options.onIdleError }),
   });
 }

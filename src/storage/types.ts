@@ -193,6 +193,8 @@ export interface ClaimedDelivery {
   secrets: string[];
   /** Since when every attempt to this endpoint failed; undefined after a success. */
   failingSince: number | undefined;
+  /** The W3C traceparent of the request that wrote the event, when it was traced. */
+  traceParent: string | undefined;
 }
 
 /** What became of an attempt, as the worker decided (src/events/dispatcher.ts). */

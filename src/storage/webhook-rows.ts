@@ -69,11 +69,12 @@ export function attemptOf(row: AttemptRow): WebhookDelivery {
  * A claimed message's row, as both backends return it: the delivery's fields, but the secrets as
  * stored (the previous one until its grace ends) and null where the delivery has undefined.
  */
-export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince'> & {
+export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince' | 'traceParent'> & {
   secret: string;
   previousSecret: string | null;
   previousSecretExpiresAt: number | null;
   failingSince: number | null;
+  traceParent: string | null;
 };
 
 /**
@@ -84,16 +85,17 @@ export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince'> & {
 export const FAN_OUT_BATCH = 500;
 
 export const CLAIM_COLUMNS = `d.id, d.attempts AS attempt, e.id AS "eventId", e.type AS "eventType", e.body,
-  e.created_at AS "committedAt", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
+  e.created_at AS "committedAt", e.trace_parent AS "traceParent", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
   w.previous_secret_expires_at AS "previousSecretExpiresAt", w.failing_since AS "failingSince"`;
 
 export function claimedOf(row: ClaimRow, now: number): ClaimedDelivery {
-  const { secret, previousSecret, previousSecretExpiresAt, failingSince, ...delivery } = row;
+  const { secret, previousSecret, previousSecretExpiresAt, failingSince, traceParent, ...delivery } = row;
   const graceLasts = previousSecret !== null && Number(previousSecretExpiresAt) > now;
   return {
     ...delivery,
     secrets: graceLasts ? [secret, previousSecret] : [secret],
     failingSince: failingSince ?? undefined,
+    traceParent: traceParent ?? undefined,
   };
 }
 

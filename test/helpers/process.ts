@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { projectRoot } from '../../src/contract/paths.js';
-import type { Teardown } from './api.js';
+import { conformingFetch, type Teardown } from './api.js';
 import { openDatabase } from './backend.js';
 
 export interface ServerProcess {
@@ -62,6 +62,32 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
       child.kill(signal);
       return exited;
     },
+  };
+}
+
+/** Calls a server process's API with `key` (and `headers`); every answer is checked against the contract. */
+export function clientOf(server: ServerProcess, key: string) {
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- a typed view of a validated body
+  return async <T>(
+    method: string,
+    path: string,
+    body?: object,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; body: T }> => {
+    const type = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+    const response = await conformingFetch(
+      new Request(`${server.baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': type }),
+          ...headers,
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      }),
+    );
+    const text = await response.text();
+    return { status: response.status, body: (text === '' ? undefined : JSON.parse(text)) as T };
   };
 }
 

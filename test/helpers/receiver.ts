@@ -1,5 +1,5 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
+import { type AddressInfo, createServer as createTcpServer } from 'node:net';
 import type { Teardown } from './backend.js';
 
 export interface Received {
@@ -16,12 +16,39 @@ interface Reply {
 /** How the receiver answers a request: a status and headers, or a promise of them to hold the request open. */
 export type Answer = (received: Received, index: number) => Reply | Promise<Reply>;
 
+/** An HTTP server on a free port of 127.0.0.1, closed when the test ends (requests it holds open too). */
+export async function loopbackServer(
+  t: Teardown,
+  listener: RequestListener,
+): Promise<{ server: Server; port: number }> {
+  const server = createServer(listener);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(
+    () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        // Requests a test still holds open would keep the server from closing.
+        server.closeAllConnections();
+      }),
+  );
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+/** A loopback port nothing listens on: connections to it are refused. */
+export async function closedPort(): Promise<number> {
+  const server = createTcpServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /** A real HTTP server on 127.0.0.1 that records what it is sent and answers as `answer` says. */
 export async function startReceiver(t: Teardown, answer: Answer = () => ({ status: 204 })) {
   const received: Received[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
   let respond = answer;
-  const server = createServer((request, response) => {
+  const { server, port } = await loopbackServer(t, (request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
@@ -33,17 +60,7 @@ export async function startReceiver(t: Teardown, answer: Answer = () => ({ statu
       for (const waiter of waiters.filter((w) => received.length >= w.count)) waiter.resolve();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(
-    () =>
-      new Promise((resolve) => {
-        server.close(resolve);
-        // Requests a test still holds open would keep the server from closing.
-        server.closeAllConnections();
-      }),
-  );
   server.keepAliveTimeout = 500;
-  const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/hook`,
     received,

@@ -20,6 +20,8 @@ export interface PostgresOptions {
   now?: () => number;
   /** Told of a pool connection that failed while idle (the server restarted, say). */
   onIdleError?: (error: Error) => void;
+  /** The trace context to store with each event (OpenOptions). */
+  traceParent?: () => string | undefined;
 }
 
 // bigint columns hold ids and categoryIds up to 2^53 - 1: exact as numbers, as the contract has them.
@@ -54,7 +56,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const now = options.now ?? Date.now;
   const claims = new Claims(pool, now);
   await claims.purge();
-  const outbox = new Outbox(now);
+  const outbox = new Outbox(now, options.traceParent);
   const deliveries = deliveryQueue(pool, options.connectionString, outbox, now);
 
   return {

@@ -37,8 +37,8 @@ const EMIT = `WITH subscribers AS (
     SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM webhook_endpoints
     WHERE enabled AND (CASE WHEN $4::bigint IS NULL THEN events @> jsonb_build_array($1::text) ELSE id = $4 END)
   ), event AS (
-    INSERT INTO webhook_events (type, body, created_at, endpoints)
-    SELECT $1, $2, $3, ids FROM subscribers WHERE cardinality(ids) > 0 RETURNING id
+    INSERT INTO webhook_events (type, body, created_at, endpoints, trace_parent)
+    SELECT $1, $2, $3, ids, $6 FROM subscribers WHERE cardinality(ids) > 0 RETURNING id
   )
   SELECT id, CASE WHEN $5::boolean THEN pg_notify('${CHANNEL}', '') END FROM event`;
 
@@ -113,7 +113,10 @@ export class Outbox {
     for (const listener of this.listeners) listener();
   };
 
-  constructor(private readonly now: () => number) {}
+  constructor(
+    private readonly now: () => number,
+    private readonly traceParent?: () => string | undefined,
+  ) {}
 
   /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
   async emit<K extends EventType>(
@@ -128,7 +131,7 @@ export class Outbox {
     const row = await firstRow<{ id: number }>(client, {
       name: 'webhooks-emit',
       text: EMIT,
-      values: [event.type, event.body, event.at, onlyEndpoint ?? null, notify],
+      values: [event.type, event.body, event.at, onlyEndpoint ?? null, notify, this.traceParent?.() ?? null],
     });
     if (row === undefined) return undefined;
     if (notify) this.notifiedAt = at;

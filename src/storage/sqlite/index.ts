@@ -19,6 +19,8 @@ export interface SqliteOptions {
   synchronous?: SynchronousMode;
   /** The clock idempotency keys expire by (Unix milliseconds). */
   now?: () => number;
+  /** The trace context to store with each event (OpenOptions). */
+  traceParent?: () => string | undefined;
 }
 
 /**
@@ -42,7 +44,7 @@ export function openSqlite(options: SqliteOptions): Storage {
   const lock = new LockWait(db);
   const now = options.now ?? Date.now;
   const claims = new Claims(db, now);
-  const outbox = new Outbox(db, now);
+  const outbox = new Outbox(db, now, options.traceParent);
 
   return {
     pets: unavailableWhenBusy(petRepository(db, claims, outbox), lock),

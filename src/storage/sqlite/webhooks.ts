@@ -50,6 +50,7 @@ export class Outbox {
   constructor(
     db: Database.Database,
     private readonly now: () => number,
+    private readonly traceParent?: () => string | undefined,
   ) {
     const enabled = 'SELECT json_group_array(id) FROM webhook_endpoints WHERE enabled = 1';
     this.subscribers = db
@@ -57,8 +58,8 @@ export class Outbox {
       .pluck();
     this.endpoint = db.prepare<[number], string>(`${enabled} AND id = ?`).pluck();
     this.insertEvent = db
-      .prepare<[string, string, number, string], number>(
-        'INSERT INTO webhook_events (type, body, created_at, endpoints) VALUES (?, ?, ?, ?) RETURNING id',
+      .prepare<[string, string, number, string, string | null], number>(
+        'INSERT INTO webhook_events (type, body, created_at, endpoints, trace_parent) VALUES (?, ?, ?, ?, ?) RETURNING id',
       )
       .pluck();
     // The cache of subscribers goes when an endpoint's subscription changes: this connection's
@@ -95,7 +96,13 @@ export class Outbox {
       onlyEndpoint === undefined ? this.subscribersFor(type) : (this.endpoint.get(onlyEndpoint) as string);
     if (endpoints === '[]') return undefined;
     const event = outboxEvent(type, data, this.now());
-    const id = this.insertEvent.get(event.type, event.body, event.at, endpoints) as number;
+    const id = this.insertEvent.get(
+      event.type,
+      event.body,
+      event.at,
+      endpoints,
+      this.traceParent?.() ?? null,
+    ) as number;
     // Transactions are synchronous here: by the time this runs, the change committed or rolled back.
     if (!this.wakePending) {
       this.wakePending = true;
