@@ -8,7 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad, burst, type Measurement, measure, openLoop, type OpenLoopMeasurement } from './load.js';
-import { check, median, ms, ratio, textTable } from './report.js';
+import { check, median, ms, type Part, ratio, textTable } from './report.js';
 import { loadRequests, scenarioNamed, wireRequest } from './scenarios.js';
 import { PROJECT, withServer } from './servers.js';
 import type { Table } from './tables.js';
@@ -31,12 +31,9 @@ const MAX_P99_RATIO = 3;
 const OPEN_LOOP_CONNECTIONS = 1000;
 const SERVERS = [
   { ...PROJECT, name: 'protected' },
-  // What the burst allowance costs at the onset of overload: shedding at the target alone.
-  { ...PROJECT, name: 'no burst allowance', env: { OVERLOAD_BURST_CPU_MS: '0' } },
   { ...PROJECT, name: 'unprotected', env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
 ];
 
-/** One load's outcome: served (2xx) p99, shed (503) share, and everything else as failed. */
 /** The 2xx answers among `statuses`: the requests served. */
 const servedOf = (statuses: Record<string, number>) =>
   Object.entries(statuses).reduce((n, [status, c]) => (status.startsWith('2') ? n + c : n), 0);
@@ -90,7 +87,7 @@ export async function overloadPart(
   table: Table,
   dir: string,
   { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
-) {
+): Promise<Part> {
   const burstResults = await bursts(table, dir);
   const time = loadSeconds(seconds);
   const results: LoadHeld[] = [];
@@ -105,14 +102,15 @@ export async function overloadPart(
   const subject = 'get-one, project with overload protection';
   const rows = loadHeldRows(results);
   return {
+    name: 'load held',
+    rows: [],
     lines: [
       `Bursts: ${BURST_SIZE} requests at once, each on a connection of its own, to a fresh server at the defaults`,
       `left idle ${IDLE_MS / 1000} s after its first 200; ${BURST_RUNS} runs each.`,
       burstResults.table,
       '',
       `Load held: get-one on the 10k table, open loop at half and 2x the closed-loop capacity (up to ${OPEN_LOOP_CONNECTIONS}`,
-      `connections at 2x), each for ${time} s; protected = the defaults, no burst allowance = OVERLOAD_BURST_CPU_MS=0,`,
-      'unprotected = OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0.',
+      `connections at 2x), each for ${time} s; protected = the defaults, unprotected = OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0.`,
       'Second half: the requests due after the first half of the run, past the onset. The generator shares the',
       "machine: its send lag (past each request's due time, when it had a free connection) counts in every latency.",
       rows,
