@@ -85,6 +85,8 @@ export function totalInstructions(text: string): number {
 
 const answered = (statuses: Record<string, number>) => Object.values(statuses).reduce((sum, n) => sum + n, 0);
 
+let starting = Promise.resolve();
+
 /** Main-thread instructions per response of one variant on `scenario`. */
 async function countOne(base: Scenario, variant: Variant, table: Table, dir: string, receiver: Receiver) {
   const scenario = variant.scenario ?? base;
@@ -103,11 +105,17 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
   const env = { ...ALL_ON, ...variant.env, NODE_OPTIONS: `--import=${featureOff}` };
   const spec = { ...(variant.spec ?? PROJECT), env: { ...env, WEBHOOK_ALLOWED_NETWORKS: 'loopback' } };
   const requests = loadRequests(scenario, table);
+  // Lives start one at a time: each picks its free ports once the one before has bound its own.
+  const before = starting;
+  let started: () => void = () => undefined;
+  starting = new Promise<void>((resolve) => (started = resolve));
+  await before;
   const responses = await withServer(
     spec,
     table,
     dir,
     async ({ origin, pid }) => {
+      started();
       if (variant.subscribed === true) await subscribe(origin, table.key, receiver.url);
       const load = (seconds: number) =>
         applyLoad({ origin, requests, seconds, connections: CONNECTIONS, timeoutSeconds: 120 });
@@ -125,7 +133,7 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
       return own;
     },
     { launcher, startupLimitMs: 300_000 },
-  );
+  ).finally(started);
   // The first dump of the main thread (thread 1).
   return totalInstructions(readFileSync(`${output}.1-01`, 'utf8')) / responses;
 }
@@ -152,7 +160,9 @@ try {
     `Main-thread instructions per response, ${WARMUP_RESPONSES} responses of warm-up, ${WINDOW_SECONDS} s counted:`,
   ];
   for (const name of scenarios) {
-    const runs = variants(name);
+    // COSTS_FEATURES: only these (comma-separated), beside everything on.
+    const only = process.env.COSTS_FEATURES?.split(',');
+    const runs = variants(name).filter((v, index) => index === 0 || only === undefined || only.includes(v.feature));
     const counted = await inParallel(runs, async (variant, index) => {
       const life = join(dir, `${name}-${index}`);
       mkdirSync(life);
