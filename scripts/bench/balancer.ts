@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HAPROXY_CONFIG, requireHaproxy } from '../haproxy.js';
 import { freePort } from '../local-servers.js';
 import { burst } from './load.js';
-import { burstOutcome, holdLoad, loadHeldRows, loadSeconds, sustainedChecks } from './overload.js';
+import { burstOutcome, holdLoad, loadHeldRows, loadSeconds, sustainedCheck } from './overload.js';
 import { check, ms, type Part } from './report.js';
 import { scenarioNamed, wireRequest } from './scenarios.js';
 import { PROJECT, projectRoot, type RunningServer, withServer } from './servers.js';
@@ -94,7 +94,7 @@ export async function balancerPart(
         }
         const results = await holdLoad('two instances behind HAProxy', origin, table, { seconds: time, warmupSeconds });
         const [half, twice] = results;
-        const [halfP99 = NaN, twiceP99 = NaN] = [half?.servedP99Ms, twice?.servedP99Ms];
+        const halfP99 = half?.servedP99Ms ?? NaN;
         const subject = `get-one through HAProxy (queue timeout ${queueTimeout}, maxconn ${maxconn})`;
         const shed = bursts.reduce((sum, one) => sum + one.shed, 0);
         return {
@@ -112,7 +112,7 @@ export async function balancerPart(
             loadHeldRows(results),
           ],
           checks: [
-            ...sustainedChecks(subject, halfP99, twiceP99, twice?.secondHalfP99Ms ?? NaN),
+            sustainedCheck(subject, halfP99, twice?.secondHalfP99Ms ?? NaN),
             check(
               `a burst of ${BURST_SIZE} through the balancer: no 503`,
               'get-one and create on the idle pair',

@@ -52,31 +52,18 @@ function sqlite(file: string): Queries {
 }
 
 function postgres(connectionString: string): Queries {
+  // bigint columns as numbers, as the project reads them.
+  pg.types.setTypeParser(pg.types.builtins.INT8, Number);
   const pool = new pg.Pool({ connectionString, max: 10 });
-  const rows = async <T extends pg.QueryResultRow>(text: string, values: unknown[]) =>
-    (await pool.query<T>({ text, values })).rows;
-  // bigint columns come back as strings: the project reads them as numbers too.
-  const row = (r: Record<string, unknown>) => ({ ...r, id: Number(r.id), categoryId: Number(r.categoryId) }) as Row;
+  const rows = async (text: string, values: unknown[]) => (await pool.query<Row>({ text, values })).rows;
+  const all = `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`;
+  const byStatus = `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`;
+  const insert = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${COLUMNS}, version`;
   return {
-    list: async (status, afterId, limit) =>
-      (status === undefined
-        ? await rows(`SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`, [afterId, limit])
-        : await rows(`SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`, [
-            status,
-            afterId,
-            limit,
-          ])
-      ).map(row),
-    get: async (id) => (await rows(`SELECT ${COLUMNS}, version FROM pets WHERE id = $1`, [id])).map(row)[0],
-    create: async (...values) =>
-      row(
-        (
-          await rows(
-            `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${COLUMNS}, version`,
-            values,
-          )
-        )[0] ?? {},
-      ),
+    list: (status, afterId, limit) =>
+      status === undefined ? rows(all, [afterId, limit]) : rows(byStatus, [status, afterId, limit]),
+    get: async (id) => (await rows(`SELECT ${COLUMNS}, version FROM pets WHERE id = $1`, [id]))[0],
+    create: async (...values) => (await rows(insert, values))[0] as Row,
   };
 }
 

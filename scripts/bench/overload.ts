@@ -97,7 +97,7 @@ export async function overloadPart(
     });
   }
   const [half, twice] = results; // the protected server's, measured first
-  const [halfP99 = NaN, twiceP99 = NaN] = [half?.servedP99Ms, twice?.servedP99Ms];
+  const halfP99 = half?.servedP99Ms ?? NaN;
   const sustainedP99 = twice?.secondHalfP99Ms ?? NaN;
   const subject = 'get-one, project with overload protection';
   const rows = loadHeldRows(results);
@@ -122,7 +122,7 @@ export async function overloadPart(
         `${burstResults.shed} shed over ${BURST_SCENARIOS.length * BURST_RUNS} bursts`,
         burstResults.shed === 0,
       ),
-      ...sustainedChecks(subject, halfP99, twiceP99, sustainedP99),
+      sustainedCheck(subject, halfP99, sustainedP99),
       check(
         'under overload, every request served or shed as 503, nothing else',
         subject,
@@ -168,22 +168,14 @@ export async function holdLoad(
   return results;
 }
 
-/** The 2x load's served p99, over the run and over its second half (sustained), against half load's. */
-export function sustainedChecks(subject: string, halfP99: number, twiceP99: number, sustainedP99: number) {
-  return [
-    check(
-      `served p99 at 2x load <= ${MAX_P99_RATIO}x p99 at half load`,
-      subject,
-      `${ms(twiceP99)} vs ${ms(halfP99)} ms: ${ratio(twiceP99 / halfP99)}`,
-      twiceP99 / halfP99 <= MAX_P99_RATIO,
-    ),
-    check(
-      `served p99 at 2x load sustained (the second half) <= ${MAX_P99_RATIO}x p99 at half load`,
-      subject,
-      `${ms(sustainedP99)} vs ${ms(halfP99)} ms: ${ratio(sustainedP99 / halfP99)}`,
-      sustainedP99 / halfP99 <= MAX_P99_RATIO,
-    ),
-  ];
+/** The 2x load's served p99 past the onset (its second half, sustained) against half load's. */
+export function sustainedCheck(subject: string, halfP99: number, sustainedP99: number) {
+  return check(
+    `served p99 at 2x load sustained (the second half) <= ${MAX_P99_RATIO}x p99 at half load`,
+    subject,
+    `${ms(sustainedP99)} vs ${ms(halfP99)} ms: ${ratio(sustainedP99 / halfP99)}`,
+    sustainedP99 / halfP99 <= MAX_P99_RATIO,
+  );
 }
 
 /** The load-held table: a row per server and load. */
