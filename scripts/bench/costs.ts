@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad } from './load.js';
 import { count, textTable } from './report.js';
 import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
@@ -19,10 +20,11 @@ import { sqliteBackend, type Table } from './tables.js';
 import { Receiver, subscribe } from './webhooks.js';
 
 /** V8 optimises a function after enough calls, not after a time: warm-up is counted in responses. */
-const WARMUP_RESPONSES = wholeSetting('COSTS_WARMUP', 1500);
+const WARMUP_RESPONSES = wholeSetting('COSTS_WARMUP', 1000);
 const WINDOW_SECONDS = wholeSetting('COSTS_WINDOW', 40);
 const PARALLEL = Math.max(1, wholeSetting('COSTS_PARALLEL', 2));
 const SETTLE_SECONDS = 20;
+const IDLE_SECONDS = 20;
 /** Few: under valgrind a request may take seconds. */
 const CONNECTIONS = 2;
 
@@ -123,7 +125,11 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
       // Counting on makes valgrind translate all code again: seconds in which little is answered.
       callgrindControl(pid, '-i', 'on');
       await load(SETTLE_SECONDS);
+      // What the process does with no request (its timers, the overload sampler's every 10 ms) is
+      // counted first: under valgrind a few responses a second would each carry seconds of it.
       callgrindControl(pid, '-z');
+      await sleep(IDLE_SECONDS * 1000);
+      callgrindControl(pid, '-d');
       const { statuses, errors } = await load(WINDOW_SECONDS);
       callgrindControl(pid, '-d');
       const own = statuses[scenario.expect.status] ?? 0;
@@ -134,8 +140,9 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
     },
     { launcher, startupLimitMs: 300_000 },
   ).finally(started);
-  // The first dump of the main thread (thread 1).
-  return totalInstructions(readFileSync(`${output}.1-01`, 'utf8')) / responses;
+  // The main thread's (thread 1) dumps: idle, then under load.
+  const [idle, loaded] = [1, 2].map((dump) => totalInstructions(readFileSync(`${output}.${dump}-01`, 'utf8')));
+  return ((loaded ?? NaN) - ((idle ?? NaN) * WINDOW_SECONDS) / IDLE_SECONDS) / responses;
 }
 
 /** Runs `work` over `items`, at most PARALLEL at a time, keeping their order. */
