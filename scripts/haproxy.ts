@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { projectRoot } from '../src/contract/paths.js';
+import { fileURLToPath } from 'node:url';
 
-/** The shipped configuration: deploy/run-local.sh, the balancer tests and the bench run it. */
-export const HAPROXY_CONFIG = join(projectRoot, 'deploy/haproxy.cfg');
+/** The shipped configuration: deploy/run-local.sh, the balancer tests and the bench run it (from dist/scripts). */
+export const HAPROXY_CONFIG = fileURLToPath(new URL('../../deploy/haproxy.cfg', import.meta.url));
 
 const INSTALL = 'apt-get install -y haproxy';
 

@@ -9,14 +9,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { projectRoot } from '../../src/contract/paths.js';
 import { HAPROXY_CONFIG, requireHaproxy } from '../haproxy.js';
 import { freePort } from '../local-servers.js';
 import { burst } from './load.js';
-import { burstOutcome, holdLoad, loadHeldRows, loadSeconds, sustainedChecks } from './overload.js';
-import { check, ms } from './report.js';
+import { burstOutcome, holdLoad, loadHeldRows, loadSeconds, sustainedCheck } from './overload.js';
+import { check, ms, type Part } from './report.js';
 import { scenarioNamed, wireRequest } from './scenarios.js';
-import { PROJECT, type RunningServer, withServer } from './servers.js';
+import { PROJECT, projectRoot, type RunningServer, withServer } from './servers.js';
 import type { Table } from './tables.js';
 
 const BURST_SIZE = 500;
@@ -77,7 +76,7 @@ export async function balancerPart(
   table: Table,
   dir: string,
   { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
-) {
+): Promise<Part> {
   const time = loadSeconds(seconds);
   for (const instance of ['instance1', 'instance2']) mkdirSync(join(dir, instance), { recursive: true });
   const queueTimeout = process.env.PETSTORE_LB_QUEUE_TIMEOUT ?? 'as shipped';
@@ -95,10 +94,12 @@ export async function balancerPart(
         }
         const results = await holdLoad('two instances behind HAProxy', origin, table, { seconds: time, warmupSeconds });
         const [half, twice] = results;
-        const [halfP99 = NaN, twiceP99 = NaN] = [half?.servedP99Ms, twice?.servedP99Ms];
+        const halfP99 = half?.servedP99Ms ?? NaN;
         const subject = `get-one through HAProxy (queue timeout ${queueTimeout}, maxconn ${maxconn})`;
         const shed = bursts.reduce((sum, one) => sum + one.shed, 0);
         return {
+          name: 'balancer',
+          rows: [],
           lines: [
             `Behind the balancer: deploy/haproxy.cfg (queue timeout ${queueTimeout}, maxconn ${maxconn} an instance) in front`,
             'of two instances at their defaults, over plain HTTP; HAProxy, the instances and the generator share the cores.',
@@ -111,7 +112,7 @@ export async function balancerPart(
             loadHeldRows(results),
           ],
           checks: [
-            ...sustainedChecks(subject, halfP99, twiceP99, twice?.secondHalfP99Ms ?? NaN),
+            sustainedCheck(subject, halfP99, twice?.secondHalfP99Ms ?? NaN),
             check(
               `a burst of ${BURST_SIZE} through the balancer: no 503`,
               'get-one and create on the idle pair',

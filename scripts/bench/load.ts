@@ -41,6 +41,8 @@ export interface LoadOptions {
   seconds: number;
   /** 50 unless said. */
   connections?: number;
+  /** How long a request may take before it counts as failed: 10 s unless said. */
+  timeoutSeconds?: number;
 }
 
 /**
@@ -48,19 +50,25 @@ export interface LoadOptions {
  * its response events (its histogram's 1 ms resolution is too coarse for a 1.2x comparison of a few
  * ms), leaving out each connection's first: all connections open at once, and that burst would set p99.
  */
-export function applyLoad({ origin, requests, seconds, connections = 50 }: LoadOptions, tally = newTally()) {
+export function applyLoad(
+  { origin, requests, seconds, connections = 50, timeoutSeconds = 10 }: LoadOptions,
+  tally = newTally(),
+) {
   return new Promise<Tally>((resolve, reject) => {
-    const instance = autocannon({ url: origin, requests, duration: seconds, connections }, (error, result) => {
-      if (error !== null && error !== undefined) {
-        reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
-        return;
-      }
-      for (const [status, { count: n = 0 }] of Object.entries(result.statusCodeStats ?? {}))
-        count(tally.statuses, status, n);
-      tally.errors += result.errors + result.timeouts;
-      tally.seconds += result.duration;
-      resolve(tally);
-    });
+    const instance = autocannon(
+      { url: origin, requests, duration: seconds, connections, timeout: timeoutSeconds },
+      (error, result) => {
+        if (error !== null && error !== undefined) {
+          reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }));
+          return;
+        }
+        for (const [status, { count: n = 0 }] of Object.entries(result.statusCodeStats ?? {}))
+          count(tally.statuses, status, n);
+        tally.errors += result.errors + result.timeouts;
+        tally.seconds += result.duration;
+        resolve(tally);
+      },
+    );
     const connected = new Set<unknown>();
     instance.on('response', (client, _status, _bytes, milliseconds) => {
       if (connected.has(client)) tally.latencies.push(milliseconds);

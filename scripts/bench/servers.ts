@@ -1,14 +1,18 @@
 /**
- * The servers the bench runs, each a process started as production starts it (logs at info to
- * /dev/null, metrics on a port of its own) but with rate limits off; a spec's `env` overrides these.
+ * The servers the bench runs, each a child process: the project started as production starts it
+ * (logs at info to /dev/null, metrics on a port of its own) but with rate limits off, and the bare
+ * reference (bare.ts); a spec's `env` overrides these.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { projectRoot } from '../../src/contract/paths.js';
+import { fileURLToPath } from 'node:url';
 import { freePort } from '../local-servers.js';
 import type { Table } from './tables.js';
+
+/** The repository's root: this file runs from dist/scripts/bench. */
+export const projectRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 export interface ServerSpec {
   /** As the report names it. */
@@ -19,9 +23,7 @@ export interface ServerSpec {
 }
 
 export const PROJECT: ServerSpec = { name: 'project', entry: 'dist/src/server.js' };
-export const BASELINE: ServerSpec = { name: 'baseline', entry: 'dist/scripts/bench/baseline.js' };
-/** The project without metrics: what they cost. */
-export const NO_METRICS: ServerSpec = { ...PROJECT, name: 'no metrics', env: { METRICS_PORT: 'off' } };
+export const BARE: ServerSpec = { name: 'bare', entry: 'dist/scripts/bench/bare.js' };
 
 export interface RunningServer {
   pid: number;
@@ -34,9 +36,8 @@ export interface RunningServer {
   cpuMs: () => number;
 }
 
-/** How instructions.ts runs a server: node under valgrind (`launcher`), with extra node flags. */
+/** How costs.ts runs a server: node under valgrind (`launcher`). */
 export interface StartOptions {
-  nodeFlags?: string[];
   launcher?: string[];
   startupLimitMs?: number;
 }
@@ -62,12 +63,12 @@ export async function withServer<T>(
   table: Table,
   dir: string,
   use: (server: RunningServer) => Promise<T>,
-  { nodeFlags = [], launcher = [], startupLimitMs = 20_000 }: StartOptions = {},
+  { launcher = [], startupLimitMs = 20_000 }: StartOptions = {},
 ): Promise<T> {
   const database = await table.freshCopy(dir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, spec.entry)];
+  const [command, ...args] = [...launcher, process.execPath, join(projectRoot, spec.entry)];
   const spawnedAt = performance.now();
   const child = spawn(command, args, {
     env: {
@@ -80,6 +81,7 @@ export async function withServer<T>(
       RATE_LIMIT_PER_MINUTE: '0',
       AUTH_FAILURES_PER_MINUTE: '0',
       METRICS_PORT: String(await freePort()),
+      BARE_API_KEY: table.key,
       ...spec.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -6,9 +6,9 @@ export function wholeSetting(name: string, fallback: number, env: NodeJS.Process
   return Number(value);
 }
 
-export const PARTS = ['sqlite', 'overload', 'balancer', 'metrics', 'webhooks', 'postgres'];
+export const PARTS = ['sqlite', 'postgres', 'webhooks', 'overload', 'balancer'];
 
-/** `npm run bench`'s settings (docs/performance.md); BENCH_QUICK=1 shortens the defaults. */
+/** `npm run bench`'s settings (BENCHMARKS.md); BENCH_QUICK=1 shortens the defaults. */
 export function benchSettings(env: NodeJS.ProcessEnv = process.env) {
   const quick = wholeSetting('BENCH_QUICK', 0, env) > 0;
   const list = (value: string) => value.split(',').map((item) => item.trim());

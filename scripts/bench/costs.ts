@@ -1,0 +1,210 @@
+/**
+ * `node dist/scripts/bench/costs.js [get-one] [create]`: what each feature costs a request, in
+ * main-thread instructions per response counted by valgrind's callgrind once the server is warm (a
+ * count, not a time: it does not move with the machine's other tenants). The project runs with
+ * every feature on, then once per feature with that one turned off: by its setting where it has
+ * one, by a request that asks for it (an Idempotency-Key, a webhook subscription), or else by
+ * feature-off.ts. The bare reference (bare.ts) is counted too. Needs valgrind.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { applyLoad } from './load.js';
+import { count, textTable } from './report.js';
+import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
+import { BARE, PROJECT, projectRoot, type ServerSpec, withServer } from './servers.js';
+import { wholeSetting } from './settings.js';
+import { sqliteBackend, type Table } from './tables.js';
+import { Receiver, subscribe } from './webhooks.js';
+
+/** V8 optimises a function after enough calls, not after a time: warm-up is counted in responses. */
+const WARMUP_RESPONSES = wholeSetting('COSTS_WARMUP', 1000);
+const WINDOW_SECONDS = wholeSetting('COSTS_WINDOW', 40);
+const PARALLEL = Math.max(1, wholeSetting('COSTS_PARALLEL', 2));
+const SETTLE_SECONDS = 20;
+const IDLE_SECONDS = 20;
+/** Few: under valgrind a request may take seconds. */
+const CONNECTIONS = 2;
+
+/**
+ * Every feature on: rate limits counted but never reached, the overload check run with a budget
+ * valgrind's slow loop does not exceed, request log at info and metrics (servers.ts's defaults).
+ */
+const ALL_ON = {
+  RATE_LIMIT_PER_MINUTE: '100000000',
+  AUTH_FAILURES_PER_MINUTE: '100000000',
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '600000',
+};
+
+const featureOff = (feature: string): Variant => ({ feature, sign: 1, env: { BENCH_FEATURE_OFF: feature } });
+
+/** One server life counted: the project with a feature changed, or the bare reference. */
+interface Variant {
+  feature: string;
+  /** +1: the feature is what this variant lacks; -1: what it adds (a request asking for more). */
+  sign: 1 | -1;
+  env?: Record<string, string>;
+  scenario?: Scenario;
+  subscribed?: boolean;
+  /** Tracing on, exporting to the receiver, with this share of traces sampled. */
+  tracedRatio?: string;
+  spec?: ServerSpec;
+}
+
+/** Request-wide features are counted on get-one; create, what it does more or otherwise. */
+const variants = (scenario: string): Variant[] => [
+  { feature: 'everything on', sign: 1 },
+  ...(scenario === 'get-one'
+    ? [
+        { feature: 'rate-limit counting and headers', sign: 1 as const, env: { RATE_LIMIT_PER_MINUTE: '0' } },
+        { feature: 'request log (LOG_LEVEL=info)', sign: 1 as const, env: { LOG_LEVEL: 'warn' } },
+        { feature: 'metrics', sign: 1 as const, env: { METRICS_PORT: 'off' } },
+        { feature: 'overload check', sign: 1 as const, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
+        ...['request id', 'deprecation headers', 'compiled serialization'].map(featureOff),
+      ]
+    : [
+        { feature: 'idempotency claim', sign: -1 as const, scenario: IDEMPOTENT_CREATE },
+        { feature: 'outbox write, and its delivery', sign: -1 as const, subscribed: true },
+      ]),
+  ...['auth and scope check', 'ETag'].map(featureOff),
+  { feature: 'tracing on, every trace sampled', sign: -1, tracedRatio: '1' },
+  { feature: 'tracing on, 1% sampled', sign: -1, tracedRatio: '0.01' },
+  { feature: 'project above the bare reference', sign: 1, spec: BARE },
+];
+
+/** Tells callgrind in a server to start counting (`-i on`) or to write what it counted (`-d`). */
+function callgrindControl(pid: number, ...command: string[]): void {
+  // vgdb finds the process by a pipe named after $HOST, which the server was started with.
+  const env = { ...process.env, HOST: '127.0.0.1' };
+  const result = spawnSync('callgrind_control', [...command, String(pid)], { env, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`callgrind_control ${command.join(' ')} failed: ${result.stderr}`);
+}
+
+/** Instructions in a callgrind output: its `totals:` or `summary:` line. */
+export function totalInstructions(text: string): number {
+  const total = /^(?:totals|summary): (\d+)/m.exec(text)?.[1];
+  if (total === undefined) throw new Error('no totals in the callgrind output');
+  return Number(total);
+}
+
+const answered = (statuses: Record<string, number>) => Object.values(statuses).reduce((sum, n) => sum + n, 0);
+
+let starting = Promise.resolve();
+
+/** Main-thread instructions per response of one variant on `scenario`. */
+async function countOne(base: Scenario, variant: Variant, table: Table, dir: string, receiver: Receiver) {
+  const scenario = variant.scenario ?? base;
+  const output = join(dir, 'callgrind.out');
+  const launcher = [
+    'valgrind',
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    `--callgrind-out-file=${output}`,
+    // V8 writes and rewrites machine code; valgrind must notice.
+    '--smc-check=all-non-file',
+    // One output per thread: the main thread's is the request path; V8's compiler threads are not.
+    '--separate-threads=yes',
+  ];
+  const featureOff = join(projectRoot, 'dist/scripts/bench/feature-off.js');
+  const tracing =
+    variant.tracedRatio === undefined
+      ? {}
+      : {
+          // The receiver answers every POST 204: an OTLP sink that takes every export.
+          OTEL_EXPORTER_OTLP_ENDPOINT: new URL(receiver.url).origin,
+          OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+          OTEL_TRACES_SAMPLER_ARG: variant.tracedRatio,
+          // Small batches, often: under valgrind one default batch (512 spans) holds the loop for seconds.
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '64',
+          OTEL_BSP_SCHEDULE_DELAY: '200',
+        };
+  const env = { ...ALL_ON, ...variant.env, ...tracing, NODE_OPTIONS: `--import=${featureOff}` };
+  const spec = { ...(variant.spec ?? PROJECT), env: { ...env, WEBHOOK_ALLOWED_NETWORKS: 'loopback' } };
+  const requests = loadRequests(scenario, table);
+  // Lives start one at a time: each picks its free ports once the one before has bound its own.
+  const before = starting;
+  let started: () => void = () => undefined;
+  starting = new Promise<void>((resolve) => (started = resolve));
+  await before;
+  const responses = await withServer(
+    spec,
+    table,
+    dir,
+    async ({ origin, pid }) => {
+      started();
+      if (variant.subscribed === true) await subscribe(origin, table.key, receiver.url);
+      const load = (seconds: number) =>
+        applyLoad({ origin, requests, seconds, connections: CONNECTIONS, timeoutSeconds: 120 });
+      for (let warmed = 0; warmed < WARMUP_RESPONSES;) warmed += answered((await load(15)).statuses);
+      // Counting on makes valgrind translate all code again: seconds in which little is answered.
+      callgrindControl(pid, '-i', 'on');
+      await load(SETTLE_SECONDS);
+      // What the process does with no request (its timers, the overload sampler's every 10 ms) is
+      // counted first: under valgrind a few responses a second would each carry seconds of it.
+      callgrindControl(pid, '-z');
+      await sleep(IDLE_SECONDS * 1000);
+      callgrindControl(pid, '-d');
+      const { statuses, errors } = await load(WINDOW_SECONDS);
+      callgrindControl(pid, '-d');
+      const own = statuses[scenario.expect.status] ?? 0;
+      // A request not answered would leave its work spread over the others.
+      if (own === 0 || own !== answered(statuses) || errors > 0)
+        throw new Error(`${variant.feature}: expected ${scenario.expect.status}, got ${JSON.stringify(statuses)}`);
+      return own;
+    },
+    { launcher, startupLimitMs: 300_000 },
+  ).finally(started);
+  // The main thread's (thread 1) dumps: idle, then under load.
+  const [idle, loaded] = [1, 2].map((dump) => totalInstructions(readFileSync(`${output}.${dump}-01`, 'utf8')));
+  return ((loaded ?? NaN) - ((idle ?? NaN) * WINDOW_SECONDS) / IDLE_SECONDS) / responses;
+}
+
+/** Runs `work` over `items`, at most PARALLEL at a time, keeping their order. */
+async function inParallel<T, R>(items: T[], work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < items.length; index = next++)
+      results[index] = await work(items[index] as T, index);
+  };
+  await Promise.all(Array.from({ length: PARALLEL }, worker));
+  return results;
+}
+
+const scenarios = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['get-one', 'create'];
+if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('needs valgrind: apt-get install -y valgrind');
+const dir = mkdtempSync(join(tmpdir(), 'petstore-costs-'));
+const receiver = await Receiver.start();
+try {
+  const table = await sqliteBackend.seed(dir);
+  const lines = [
+    `Main-thread instructions per response, ${WARMUP_RESPONSES} responses of warm-up, ${WINDOW_SECONDS} s counted:`,
+  ];
+  for (const name of scenarios) {
+    // COSTS_FEATURES: only these (comma-separated), beside everything on.
+    const only = process.env.COSTS_FEATURES?.split(',');
+    const runs = variants(name).filter((v, index) => index === 0 || only === undefined || only.includes(v.feature));
+    const counted = await inParallel(runs, async (variant, index) => {
+      const life = join(dir, `${name}-${index}`);
+      mkdirSync(life);
+      process.stderr.write(`[costs] ${name}: ${variant.feature}\n`);
+      // One life that fails (a loaded machine: nothing answered in the window) leaves its row empty.
+      return countOne(scenarioNamed(name), variant, table, life, receiver).catch((error: unknown) => {
+        process.stderr.write(`[costs] ${name}: ${variant.feature} failed: ${String(error)}\n`);
+        return NaN;
+      });
+    });
+    const [all = NaN] = counted;
+    const rows = runs.map(({ feature, sign }, index) => {
+      const cost = index === 0 ? all : sign * (all - (counted[index] ?? NaN));
+      return [feature, count(cost), `${((100 * cost) / all).toFixed(1)}%`];
+    });
+    lines.push('', textTable([`${name}: feature`, 'instructions', 'of the whole'], rows, 1));
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+} finally {
+  receiver.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
