@@ -47,7 +47,7 @@ export type PetstoreClient = { [K in OperationId]: (...args: Arguments<K>) => Pr
    * `If-Match`); when the write finds the resource changed since (`412`), reads and writes again.
    */
   modify<R, W>(
-    read: () => Promise<Result<R, string>>,
+    read: () => Promise<Result<R>>,
     write: (current: Result<R, string>) => Promise<W>,
     options?: { attempts?: number },
   ): Promise<W>;
@@ -157,8 +157,10 @@ export function createClient(options: ClientOptions): PetstoreClient {
   const modify: PetstoreClient['modify'] = async (read, write, { attempts = settings.attempts } = {}) => {
     for (let attempt = 1; ; attempt++) {
       const current = await read();
+      const { etag } = current;
+      if (etag === undefined) throw new Error('modify: the read answered no ETag to send as If-Match');
       try {
-        return await write(current);
+        return await write({ ...current, etag });
       } catch (error) {
         if (!(error instanceof PetstoreError && error.status === 412) || attempt >= attempts) throw error;
       }
