@@ -151,16 +151,24 @@ function contractModule(described: Described): string {
   ].join('\n');
 }
 
-/** Every file the client's generated/ holds, by path from the project root, with its text. */
+/**
+ * Every file the client's generated/ holds, by path from the project root, with its text: from the
+ * contract's generated types and the contract dereferenced.
+ */
+export function clientFiles(types: string, dereferenced: OpenAPIV3_1.Document): Map<string, string> {
+  return new Map([
+    [TYPES_FILE, types],
+    [CONTRACT_FILE, contractModule(describe(dereferenced))],
+  ]);
+}
+
+/** Every file the client's generated/ holds, generated from the project's openapi.yaml. */
 export async function generateClient(root: string): Promise<Map<string, string>> {
   const [types, { dereferenced }] = await Promise.all([
     generateTypes(root),
     validateContract(join(root, 'openapi.yaml')),
   ]);
-  return new Map([
-    [TYPES_FILE, types],
-    [CONTRACT_FILE, contractModule(describe(dereferenced))],
-  ]);
+  return clientFiles(types, dereferenced);
 }
 
 /** The client's generated files that are not what the contract generates: path, committed text, expected text. */
