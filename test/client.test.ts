@@ -227,6 +227,25 @@ t.test('no answer is a PetstoreNetworkError, retried only where the contract mak
   t.ok(change instanceof PetstoreNetworkError);
   t.equal(retries.length, 0, 'a PATCH without an Idempotency-Key is not sent again');
 
+  // A server that takes the connection and never answers: each attempt ends at its timeout.
+  const silent = createServer((socket) => t.teardown(() => socket.destroy()));
+  closing(t, silent);
+  const silentPort = await listening(silent);
+  retries.length = 0;
+  const timedOut = await createClient({
+    baseUrl: `http://127.0.0.1:${silentPort}/v1`,
+    apiKey: 'psk_unused',
+    attempts: 2,
+    backoffMs: 1,
+    timeoutMs: 50,
+    onRetry: (retry) => void retries.push(retry),
+  })
+    .listOrders()
+    .catch((error: unknown) => error);
+  t.ok(timedOut instanceof PetstoreNetworkError, 'an attempt past its timeout had no answer');
+  t.match((timedOut as Error).message, /timeout|aborted/i);
+  t.equal(retries.length, 1, 'and a read is tried again');
+
   const aborted = new AbortController();
   aborted.abort(new Error('stopped by the caller'));
   const stopped = await client.listPets(undefined, { signal: aborted.signal }).catch((error: unknown) => error);

@@ -14,4 +14,5 @@ export type {
   Result,
   ResultOf,
 } from './types.js';
+export type { ErrorCodes } from './generated/contract.js';
 export type { components, operations, paths, webhooks } from './generated/openapi.js';
