@@ -171,19 +171,15 @@ export async function generateClient(root: string): Promise<Map<string, string>>
   return clientFiles(types, dereferenced);
 }
 
-/** The client's generated files that are not what the contract generates: path, committed text, expected text. */
-export async function staleClientFiles(
-  root: string,
-): Promise<{ file: string; committed: string | undefined; expected: string }[]> {
-  const stale = [];
-  for (const [file, expected] of await generateClient(root)) {
-    let committed: string | undefined;
+/** The client's generated files that are not what the contract (`dereferenced`) generates. */
+export async function staleClientFiles(root: string, dereferenced: OpenAPIV3_1.Document): Promise<string[]> {
+  const expected = clientFiles(await generateTypes(root), dereferenced);
+  const committed = (file: string) => {
     try {
-      committed = readFileSync(join(root, file), 'utf8');
+      return readFileSync(join(root, file), 'utf8');
     } catch {
-      committed = undefined;
+      return undefined;
     }
-    if (committed !== expected) stale.push({ file, committed, expected });
-  }
-  return stale;
+  };
+  return [...expected].filter(([file, text]) => committed(file) !== text).map(([file]) => file);
 }
