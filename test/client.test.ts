@@ -15,9 +15,15 @@ import {
   type Status,
   transitions,
 } from '../clients/typescript/src/index.js';
-import { conformingFetch, listen, startApi, type TapTest } from './helpers/api.js';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { clientFiles } from '../scripts/contract/generate-client.js';
+import { validateContract } from '../src/contract/document.js';
+import { contractPath } from '../src/contract/paths.js';
+import { conformingFetch, listen, startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
 import type { Teardown } from './helpers/backend.js';
 import { contract } from './helpers/contract.js';
+import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 /** A server of the backend under test, and clients of it sending through `conformingFetch`. */
 async function served(t: TapTest) {
@@ -269,4 +275,18 @@ t.test("canMove answers from the contract's x-transitions", async (t) => {
   t.equal(canMove('available', 'sold'), true);
   t.equal(canMove('sold', 'available'), false);
   t.equal(canMove('placed', 'cancelled'), true);
+});
+
+t.test('an operation added to the contract is in the client generated from it, with no client code', async (t) => {
+  const edited = join(temporaryDirectory(t), 'openapi.yaml');
+  writeFileSync(edited, withNewOperation(readFileSync(contractPath, 'utf8')));
+  const { dereferenced } = await validateContract(edited);
+  const generated = clientFiles('', dereferenced);
+  const table = [...generated].find(([file]) => file.endsWith('contract.ts'))?.[1] ?? '';
+  const { operationId, method, path } = NEW_OPERATION;
+  t.match(
+    table,
+    `"${operationId}": {\n    "method": "${method}",\n    "path": "${path}",`,
+    'its method is made from this table entry, as every other is',
+  );
 });
