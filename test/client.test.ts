@@ -147,6 +147,7 @@ t.test('create, rename with If-Match, and the 412 flow', async (t) => {
     t.equal(stale.status, 412);
     t.equal(stale.code, 'precondition_failed');
     t.type(stale.requestId, 'string');
+    t.equal(stale.etag, renamed.etag, 'a 412 carries the current ETag');
   }
 
   // Read, change, write: someone else renames it between this read and this write, once.
@@ -155,7 +156,8 @@ t.test('create, rename with If-Match, and the 412 flow', async (t) => {
   const modified = await client.modify(
     async () => {
       reads++;
-      return client.getPet({ path: { petId } });
+      // The non-deprecated read of one animal answers its ETag.
+      return client.listPets({ query: { id: [petId] } });
     },
     async (current) => {
       if (!interfered) {
@@ -165,7 +167,7 @@ t.test('create, rename with If-Match, and the 412 flow', async (t) => {
       return client.updatePet({
         path: { petId },
         header: { 'If-Match': current.etag },
-        body: { name: `${current.data.name}!` },
+        body: { name: `${current.data[0]?.name ?? ''}!` },
       });
     },
   );

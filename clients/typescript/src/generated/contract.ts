@@ -110,23 +110,23 @@ export const operations = {
 
 /** Per operation, per status, the codes of its Error bodies (`x-error-codes`); `{}` where the contract does not list them. */
 export interface ErrorCodes {
-  listPets: {};
-  createPet: {};
-  getPet: {};
-  deletePet: {};
-  updatePet: {};
-  listOrders: {};
-  placeOrder: {};
-  getOrder: {};
-  updateOrder: {};
-  listWebhooks: {};
-  createWebhook: {};
-  getWebhook: {};
-  deleteWebhook: {};
-  updateWebhook: {};
-  testWebhook: {};
-  rotateWebhookSecret: {};
-  listWebhookDeliveries: {};
+  listPets: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  createPet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 422: 'idempotency_key_reused'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  getPet: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  deletePet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 409: 'pet_on_order'; 412: 'precondition_failed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  updatePet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 409: 'invalid_transition' | 'pet_on_order'; 412: 'precondition_failed'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  listOrders: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  placeOrder: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 408: 'request_timeout'; 409: 'pet_not_available'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 422: 'idempotency_key_reused'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  getOrder: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  updateOrder: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 409: 'invalid_transition'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  listWebhooks: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  createWebhook: { 400: 'invalid_request' | 'malformed_json' | 'webhook_url_refused'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 408: 'request_timeout'; 409: 'webhook_limit_reached'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  getWebhook: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  deleteWebhook: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  updateWebhook: { 400: 'invalid_request' | 'malformed_json' | 'webhook_url_refused'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  testWebhook: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 409: 'webhook_disabled'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  rotateWebhookSecret: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
+  listWebhookDeliveries: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 429: 'rate_limited'; 500: 'internal_error'; 503: 'service_unavailable' };
 }
 
 /** Per event type, the JSON Schema of its payload. */

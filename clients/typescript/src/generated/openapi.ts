@@ -17,7 +17,8 @@ export interface paths {
          *     When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
          *     an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
          *     `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
-         *     `status`, only those that also have it. This is how to fetch one animal by its id.
+         *     `status`, only those that also have it. This is how to fetch one animal by its id: with a
+         *     single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
          */
         get: operations["listPets"];
         put?: never;
@@ -44,8 +45,9 @@ export interface paths {
         /**
          * Get an animal (deprecated)
          * @deprecated
-         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead. Every
-         *     response carries `Deprecation`, `Sunset` and a `Link` to the successor.
+         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
+         *     answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
+         *     to the successor.
          */
         get: operations["getPet"];
         put?: never;
@@ -159,7 +161,15 @@ export interface paths {
          *     `https` URLs are taken, and by default none whose host is, or resolves to, a loopback,
          *     private, link-local, shared (CGNAT), multicast or unspecified address: such a URL is a
          *     `400` `webhook_url_refused` that says why (`WEBHOOK_ALLOWED_NETWORKS` allows named
-         *     networks, for tests and private deployments).
+         *     networks, for tests and private deployments); an IPv6 address that embeds an IPv4 one
+         *     (IPv4-mapped or -compatible, NAT64, 6to4, Teredo) is judged by the IPv4 address it embeds.
+         *     A URL with credentials (`user:password@`) is refused too: a receiver authenticates a
+         *     message by its signature.
+         *
+         *     Each event kind needs the scope that reads its data (its `x-scope` below: `pets:read` for
+         *     `pet.*`, `orders:read` for `order.*`): a key without it gets `403` `insufficient_scope`
+         *     naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
+         *     more is a `409` `webhook_limit_reached`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -195,7 +205,8 @@ export interface paths {
          * @description Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
          *     (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
          *     or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
-         *     checked as at creation.
+         *     checked as at creation. The key must hold the scope of every kind the endpoint is
+         *     subscribed to once changed (`x-scope`), or the change is a `403` `insufficient_scope`.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -665,14 +676,14 @@ export interface components {
          * @description The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
          *     `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
          *     (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
-         *     `pet_on_order`, `pet_not_available` and `webhook_disabled` (409),
+         *     `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
          *     `precondition_failed` (412), `payload_too_large` (413), `unsupported_media_type` (415),
          *     `idempotency_key_reused` (422), `headers_too_large` (431), `rate_limited` (429),
          *     `internal_error` (500), `service_unavailable` (503). New codes come in minor versions
          *     (docs/errors.md).
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope" | "webhook_url_refused" | "webhook_disabled";
+        ErrorCode: "invalid_request" | "malformed_json" | "unauthorized" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_timeout" | "headers_too_large" | "rate_limited" | "internal_error" | "service_unavailable" | "invalid_transition" | "pet_on_order" | "pet_not_available" | "precondition_failed" | "insufficient_scope" | "webhook_url_refused" | "webhook_disabled" | "webhook_limit_reached";
     };
     responses: {
         /** @description This account has no endpoint with this id (another account's endpoint is not found either). */
@@ -689,6 +700,31 @@ export interface components {
          *     the server must not send to (`webhook_url_refused`; the message says why).
          */
         WebhookBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The API key is valid but lacks the scope this operation needs (decided before the body is
+         *     read), or the scope an event kind in `events` needs (each kind's `x-scope`, the scope that
+         *     reads its data: decided once the body is read). The message names the scope.
+         */
+        WebhookForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The account has as many endpoints as it may (`WEBHOOK_MAX_ENDPOINTS`, default 20): remove
+         *     one first.
+         */
+        WebhookLimitReached: {
             headers: {
                 [name: string]: unknown;
             };
@@ -809,10 +845,11 @@ export interface components {
         };
         /**
          * @description `If-Match` named none of the animal's current `ETag`s: it changed since it was read. Nothing
-         *     changed; fetch it again, and decide again.
+         *     changed; the `ETag` header is the current one. Fetch the animal again, and decide again.
          */
         PreconditionFailed: {
             headers: {
+                ETag: components["headers"]["CurrentETag"];
                 [name: string]: unknown;
             };
             content: {
@@ -990,6 +1027,17 @@ export interface components {
          */
         ETag: string;
         /**
+         * @description Sent when `id` names one animal (`?id=3`) and the page holds it: that animal's `ETag`, as
+         *     `PATCH` and `DELETE /pets/{petId}` take it in `If-Match`. Absent on any other page: a list
+         *     of several animals has no one version.
+         */
+        OnePetETag: string;
+        /**
+         * @description The animal's `ETag` as it is now: decide again on the animal as it is, then send this in
+         *     `If-Match`.
+         */
+        CurrentETag: string;
+        /**
          * @description Sent when the API key expires within a week: when it expires, as an HTTP date. Rotate it
          *     (`petstore keys rotate`) before then.
          */
@@ -1057,6 +1105,7 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["NextLink"];
+                    ETag: components["headers"]["OnePetETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -1635,9 +1684,10 @@ export interface operations {
             };
             400: components["responses"]["WebhookBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["WebhookForbidden"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["WebhookLimitReached"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
@@ -1756,7 +1806,7 @@ export interface operations {
             };
             400: components["responses"]["WebhookBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["WebhookForbidden"];
             404: components["responses"]["WebhookNotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
