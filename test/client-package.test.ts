@@ -68,7 +68,12 @@ const example = /```ts\n([\s\S]*?)```/.exec(docs)?.[1] ?? '';
 
 /** What the types promise a user, and what they refuse: each `@ts-expect-error` must meet an error. */
 const TYPING = `
-import { canMove, createClient, isPetstoreError, unwrap, type ErrorCode } from '@petstore/client';
+import { canMove, createClient, isPetstoreError, unwrap, type ErrorCode, type ErrorCodes } from '@petstore/client';
+
+// The codes of each status, from the contract's x-error-codes.
+export const conflict: ErrorCodes['placeOrder'][409] = 'pet_not_available';
+// @ts-expect-error -- a misspelt code is not one of the status's codes
+export const misspelt: ErrorCodes['placeOrder'][409] = 'pet_not_availabel';
 
 const petstore = createClient({ baseUrl: 'http://127.0.0.1:1/v1', apiKey: 'psk_x' });
 export async function typed(error: unknown, body: string, headers: Record<string, string>): Promise<void> {
