@@ -38,7 +38,15 @@ const importsPointDown = LAYERS.map((layer, i) => ({
 }));
 
 export default defineConfig(
-  globalIgnores(['dist/', 'generated/', 'coverage/', '.tap/', 'bench-results/']),
+  globalIgnores([
+    'dist/',
+    'generated/',
+    'clients/typescript/dist/',
+    'clients/typescript/src/generated/',
+    'coverage/',
+    '.tap/',
+    'bench-results/',
+  ]),
   eslint.configs.recommended,
   tseslint.configs.strictTypeChecked,
   tseslint.configs.stylisticTypeChecked,

@@ -5,8 +5,8 @@
  *   (loadContract uses it only for those bytes, and validates anything else itself);
  * - meta-schema.mjs: the OpenAPI meta-schema fastify-openapi-glue validates the contract against,
  *   compiled to standalone code with the validator's own ajv options (see src/contract/meta-schema.ts).
- * An invalid contract fails the build, naming what is wrong; so do a generated/ the contract has
- * moved on from (run npm run generate) and an operation without a handler (`npm run dev` serves
+ * An invalid contract fails the build, naming what is wrong; so do a generated/ (or the TypeScript
+ * client's generated/) the contract has moved on from (run npm run generate) and an operation without a handler (`npm run dev` serves
  * one from the contract; nothing else may).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ import {
 import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/contract/meta-schema.js';
 import { compiledContractDir, contractPath, projectRoot } from '../src/contract/paths.js';
 import { checkHandlers } from './contract-check/handlers.js';
+import { staleClientFiles } from './contract/generate-client.js';
 import { generatedTypesFile, staleGeneratedTypes } from './contract/generate-types.js';
 
 /**
@@ -62,12 +63,16 @@ export function writeCompiledContract(compiled: CompiledContract): void {
 }
 
 async function main(): Promise<void> {
-  writeCompiledContract(await buildContract());
+  const compiled = await buildContract();
+  writeCompiledContract(compiled);
   // npm run contract:check builds with this: it reports these drifts itself, with diffs and fixes.
   if (process.argv.includes('--no-drift-check')) return;
   const problems: string[] = [];
   if ((await staleGeneratedTypes(projectRoot)) !== undefined) {
     problems.push(`${generatedTypesFile} is not what openapi.yaml generates: run npm run generate`);
+  }
+  for (const file of await staleClientFiles(projectRoot, compiled.dereferenced)) {
+    problems.push(`${file} is not what openapi.yaml generates: run npm run generate`);
   }
   for (const { what, where, fix } of checkHandlers(await loadContract())) {
     problems.push(`${what} (${where}): ${'run' in fix ? `run ${fix.run}` : fix.edit}`);

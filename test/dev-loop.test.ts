@@ -21,6 +21,7 @@ import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 const PROJECT_ENTRIES = [
   'dist',
   'generated',
+  'clients',
   'contracts',
   'scripts',
   'src',
@@ -188,6 +189,11 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     readFileSync(join(copy, 'generated', 'openapi.ts'), 'utf8'),
     new RegExp(operationId),
     'generated/ was regenerated',
+  );
+  t.match(
+    readFileSync(join(copy, 'clients', 'typescript', 'src', 'generated', 'contract.ts'), 'utf8'),
+    new RegExp(`"${operationId}": \\{\\n    "method": "${method}"`),
+    "and the client's: the operation is a method of the client, with no client code written",
   );
 
   await eventually(

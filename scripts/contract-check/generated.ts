@@ -11,6 +11,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { OpenApiDocument } from '../../src/contract/document.js';
+import { clientFiles, clientGeneratedDir } from '../contract/generate-client.js';
 import { type Drift, files } from './drift.js';
 import { run } from './tools.js';
 
@@ -64,10 +66,11 @@ function filesIn(dir: string): string[] {
 }
 
 /**
- * `npm run generate`, run on a copy of the contract in a temporary folder, writes exactly the
- * committed generated/: the same files, byte for byte.
+ * `npm run generate`'s openapi-typescript half (`generate:types`), run on a copy of the contract in
+ * a temporary folder, writes exactly the committed generated/: the same files, byte for byte; and
+ * its client half writes exactly the client's committed generated/.
  */
-export async function checkGenerated(root: string): Promise<Drift[]> {
+export async function checkGenerated(root: string, contract?: OpenApiDocument): Promise<Drift[]> {
   const scratch = mkdtempSync(join(tmpdir(), 'petstore-generate-'));
   try {
     mkdirSync(join(scratch, 'scripts'));
@@ -75,36 +78,53 @@ export async function checkGenerated(root: string): Promise<Drift[]> {
       copyFileSync(join(root, file), join(scratch, file));
     }
     symlinkSync(join(root, 'node_modules'), join(scratch, 'node_modules'), 'dir');
-    const result = await run('npm', ['run', '-s', 'generate'], scratch);
+    const result = await run('npm', ['run', '-s', 'generate:types'], scratch);
     if (result.code !== 0) {
       return [{ what: `npm run generate failed: ${result.stderr.trim()}`, where: files.contract, fix: FIX }];
     }
     const expectedDir = join(scratch, files.generated);
-    const committedDir = join(root, files.generated);
-    const names = new Set([...filesIn(expectedDir), ...filesIn(committedDir)]);
-    const drifts: Drift[] = [];
-    for (const name of names) {
-      const where = `${files.generated}/${name}`;
-      const expected = join(expectedDir, name);
-      const committed = join(committedDir, name);
-      if (!existsSync(committed)) {
-        drifts.push({ what: `${where} is missing: ${files.contract} generates it`, where, fix: FIX });
-      } else if (!existsSync(expected)) {
-        drifts.push({ what: `${where} is not generated from ${files.contract}`, where, fix: FIX });
-      } else {
-        const [want, have] = [readFileSync(expected, 'utf8'), readFileSync(committed, 'utf8')];
-        if (want === have) continue;
-        const { line, lines } = firstDifference(have, want);
-        drifts.push({
-          what: `${where} is not what ${files.contract} generates; first difference (- committed, + generated)`,
-          where: `${where}:${line}`,
-          detail: lines,
-          fix: FIX,
-        });
-      }
-    }
-    return drifts;
+    const expected = new Map(filesIn(expectedDir).map((name) => [name, readFileSync(join(expectedDir, name), 'utf8')]));
+    return [...compare(root, files.generated, expected), ...checkClient(root, expected.get('openapi.ts'), contract)];
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/**
+ * The TypeScript client's generated/ is what the contract generates (`generate:client`): from the
+ * types just generated and the contract as loaded; unchecked when the contract could not be.
+ */
+function checkClient(root: string, types: string | undefined, contract: OpenApiDocument | undefined): Drift[] {
+  if (types === undefined || contract === undefined) return [];
+  const prefix = `${clientGeneratedDir}/`;
+  const generated = [...clientFiles(types, contract)].map(([file, text]) => [file.slice(prefix.length), text] as const);
+  return compare(root, clientGeneratedDir, new Map(generated));
+}
+
+/** How the files in `dir` differ from `expected` (by name within `dir`): missing, extra or changed. */
+function compare(root: string, dir: string, expected: Map<string, string>): Drift[] {
+  const committedDir = join(root, dir);
+  const names = new Set([...expected.keys(), ...filesIn(committedDir)]);
+  const drifts: Drift[] = [];
+  for (const name of names) {
+    const where = `${dir}/${name}`;
+    const want = expected.get(name);
+    const committed = join(committedDir, name);
+    if (!existsSync(committed)) {
+      drifts.push({ what: `${where} is missing: ${files.contract} generates it`, where, fix: FIX });
+    } else if (want === undefined) {
+      drifts.push({ what: `${where} is not generated from ${files.contract}`, where, fix: FIX });
+    } else {
+      const have = readFileSync(committed, 'utf8');
+      if (want === have) continue;
+      const { line, lines } = firstDifference(have, want);
+      drifts.push({
+        what: `${where} is not what ${files.contract} generates; first difference (- committed, + generated)`,
+        where: `${where}:${line}`,
+        detail: lines,
+        fix: FIX,
+      });
+    }
+  }
+  return drifts;
 }

@@ -55,7 +55,10 @@ function responsesCheck(root: string, contract: Contract, responseLog: string): 
 
 export async function contractCheck(root: string, { responseLog }: CheckOptions = {}): Promise<CheckResult[]> {
   const { contract, result: valid } = await loadValidContract(root);
-  const independent = [attempt('lint', () => checkLint(root)), attempt('generated', () => checkGenerated(root))];
+  const independent = [
+    attempt('lint', () => checkLint(root)),
+    attempt('generated', () => checkGenerated(root, contract?.dereferenced)),
+  ];
   if (contract === undefined) return [valid, ...(await Promise.all(independent))];
   const handlers = await attempt('handlers', () => checkHandlers(contract));
   // The app cannot start without a handler for every operation: serving would only repeat that.

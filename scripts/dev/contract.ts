@@ -1,6 +1,7 @@
 /**
  * The contract half of `npm run dev`, in-process: openapi.yaml validated (swagger-parser, as a
- * start validates it), generated/ regenerated (openapi-typescript), what a start reads written to
+ * start validates it), generated/ and the client's generated/ regenerated (openapi-typescript and
+ * scripts/contract/generate-client.ts, as `npm run generate` does), what a start reads written to
  * dist/contract/ (as `npm run build` writes it), and the contract linted with the committed
  * ruleset through the linter's Node API.
  */
@@ -10,6 +11,7 @@ import { parse } from 'yaml';
 import { compiledContractFile, sha256, validateContract } from '../../src/contract/document.js';
 import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../../src/contract/meta-schema.js';
 import { compiledContractDir, contractPath, projectRoot } from '../../src/contract/paths.js';
+import { clientFiles } from '../contract/generate-client.js';
 import { generatedTypesFile, generateTypes } from '../contract/generate-types.js';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -56,10 +58,14 @@ export async function checkContract(): Promise<boolean> {
     writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(version));
   }
   metaSchemaWritten = version;
-  const generatedFile = join(projectRoot, generatedTypesFile);
-  if (readOrUndefined(generatedFile) !== types.value) {
-    writeFileSync(generatedFile, types.value);
-    say(`[dev] ${generatedTypesFile} regenerated`);
+  const generated = new Map([
+    [generatedTypesFile, types.value],
+    ...clientFiles(types.value, validated.value.dereferenced),
+  ]);
+  for (const [file, text] of generated) {
+    if (readOrUndefined(join(projectRoot, file)) === text) continue;
+    writeFileSync(join(projectRoot, file), text);
+    say(`[dev] ${file} regenerated`);
   }
   return true;
 }

@@ -1,0 +1,204 @@
+import createFetchClient from 'openapi-fetch';
+import { PetstoreError, PetstoreNetworkError } from './errors.js';
+import { operations } from './generated/contract.js';
+import { nextLink, queryString, retryAfterSeconds, sleep } from './http.js';
+import type { Arguments, CallOptions, Item, ListOperationId, OperationId, Page, Result, ResultOf } from './types.js';
+
+export interface ClientOptions {
+  /** The API's base URL, its version path included: `https://api.petstore.example/v1`. */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>`. */
+  apiKey: string;
+  /** Attempts per call, the first included (default 4). */
+  attempts?: number;
+  /** The wait before the first retry when the answer names none (ms, default 250); doubled, jittered, each time. */
+  backoffMs?: number;
+  /** The longest wait between attempts (ms, default 60 000): a longer `Retry-After` is waited this long. */
+  maxDelayMs?: number;
+  /** How long one attempt may take before it counts as no answer (ms, default 30 000). */
+  timeoutMs?: number;
+  /** Aborts every call of this client. */
+  signal?: AbortSignal;
+  /** The fetch to send with (default: the global fetch). */
+  fetch?: (request: Request) => Promise<Response>;
+  /** Called before each retry, which waits for what it returns. */
+  onRetry?: (retry: Retry) => void | Promise<void>;
+}
+
+/** A retry about to be made: why, and how long it waits first. */
+export interface Retry {
+  operationId: OperationId;
+  /** The attempt that failed (1 for the first). */
+  attempt: number;
+  delayMs: number;
+  failure: PetstoreError | PetstoreNetworkError;
+}
+
+type Operation = (typeof operations)[OperationId];
+
+/** One method per operation of the contract, by operationId, and the helpers that work across them. */
+export type PetstoreClient = { [K in OperationId]: (...args: Arguments<K>) => Promise<ResultOf<K>> } & {
+  /** One page of a list operation, with the cursor of the next. */
+  page<K extends ListOperationId>(operationId: K, ...args: Arguments<K>): Promise<Page<K>>;
+  /** Every item of a list operation, page after page (`Link: rel="next"`). */
+  each<K extends ListOperationId>(operationId: K, ...args: Arguments<K>): AsyncGenerator<Item<K>, void, undefined>;
+  /**
+   * Read, change, write: reads with `read`, writes with `write` (which sends `current.etag` as
+   * `If-Match`); when the write finds the resource changed since (`412`), reads and writes again.
+   */
+  modify<R, W>(
+    read: () => Promise<Result<R>>,
+    write: (current: Result<R, string>) => Promise<W>,
+    options?: { attempts?: number },
+  ): Promise<W>;
+};
+
+type LooseRequest = (
+  method: string,
+  path: string,
+  init: Record<string, unknown>,
+) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+
+interface LooseInput {
+  path?: Record<string, unknown>;
+  query?: Record<string, unknown>;
+  header?: Record<string, string>;
+  body?: unknown;
+}
+
+const DEFAULTS = { attempts: 4, backoffMs: 250, maxDelayMs: 60_000, timeoutMs: 30_000 };
+
+export function createClient(options: ClientOptions): PetstoreClient {
+  const settings = { ...DEFAULTS, ...options };
+  const fetchClient = createFetchClient({
+    baseUrl: options.baseUrl,
+    headers: { authorization: `Bearer ${options.apiKey}` },
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+  });
+  const request = fetchClient.request as unknown as LooseRequest;
+
+  /** How long to wait before trying again after `failure`, or undefined when it must not be retried. */
+  function delayBefore(retry: number, operation: Operation, failure: PetstoreError | PetstoreNetworkError) {
+    const status = failure instanceof PetstoreError ? failure.status : undefined;
+    // 429 and 503 say the request was not served; other 5xx and no answer leave it unknown.
+    const retryable =
+      status === 429 || status === 503 || ((status === undefined || status >= 500) && operation.safeToResend);
+    if (!retryable) return undefined;
+    const backoff = Math.random() * settings.backoffMs * 2 ** (retry - 1);
+    const asked = failure instanceof PetstoreError ? failure.retryAfter : undefined;
+    return Math.min(asked === undefined ? backoff : asked * 1000, settings.maxDelayMs);
+  }
+
+  async function send<K extends OperationId>(
+    operationId: K,
+    input: LooseInput = {},
+    call: CallOptions = {},
+  ): Promise<ResultOf<K>> {
+    const operation: Operation = operations[operationId];
+    const header = { ...input.header };
+    // One key for the call, so that its retries are answered with what the first attempt did.
+    if ('idempotencyKey' in operation && !Object.keys(header).some((name) => /^idempotency-key$/i.test(name))) {
+      header['Idempotency-Key'] = crypto.randomUUID();
+    }
+    const signals = [options.signal, call.signal].filter((signal) => signal !== undefined);
+    const attempts = call.attempts ?? settings.attempts;
+    for (let attempt = 1; ; attempt++) {
+      let failure: PetstoreError<K> | PetstoreNetworkError;
+      try {
+        const { data, error, response } = await request(operation.method, operation.path, {
+          params: { path: input.path, header, query: input.query },
+          querySerializer: (query: Record<string, unknown>) =>
+            queryString(query, 'arrays' in operation ? operation.arrays : {}),
+          ...('requestMediaType' in operation
+            ? { body: input.body, headers: { 'content-type': operation.requestMediaType } }
+            : {}),
+          signal: AbortSignal.any([...signals, AbortSignal.timeout(call.timeoutMs ?? settings.timeoutMs)]),
+        });
+        if (response.ok) return resultOf(data, response) as ResultOf<K>;
+        failure = errorOf(operationId, response, error);
+      } catch (error) {
+        // The caller's abort ends the call; a timeout or a failed connection is no answer.
+        const aborted = signals.find((signal) => signal.aborted);
+        if (aborted !== undefined) throw aborted.reason;
+        failure = new PetstoreNetworkError(operationId, error);
+      }
+      const delayMs = attempt < attempts ? delayBefore(attempt, operation, failure) : undefined;
+      if (delayMs === undefined) throw failure;
+      await options.onRetry?.({ operationId, attempt, delayMs, failure });
+      await sleep(delayMs, signals.length === 0 ? undefined : AbortSignal.any(signals));
+    }
+  }
+
+  async function page<K extends ListOperationId>(operationId: K, input?: LooseInput, call?: CallOptions) {
+    const result = await send(operationId, input, call);
+    const operation: Operation = operations[operationId];
+    const link = nextLink(result.headers.get('link'));
+    const next =
+      link === undefined || !('cursor' in operation)
+        ? undefined
+        : (new URL(link, options.baseUrl).searchParams.get(operation.cursor) ?? undefined);
+    return { ...result, items: result.data as unknown as Item<K>[], next } as Page<K>;
+  }
+
+  async function* each<K extends ListOperationId>(operationId: K, input: LooseInput = {}, call?: CallOptions) {
+    const operation: Operation = operations[operationId];
+    let current = await page(operationId, input, call);
+    yield* current.items;
+    while (current.next !== undefined && 'cursor' in operation) {
+      current = await page(
+        operationId,
+        { ...input, query: { ...input.query, [operation.cursor]: current.next } },
+        call,
+      );
+      yield* current.items;
+    }
+  }
+
+  const modify: PetstoreClient['modify'] = async (read, write, { attempts = settings.attempts } = {}) => {
+    for (let attempt = 1; ; attempt++) {
+      const current = await read();
+      const { etag } = current;
+      if (etag === undefined) throw new Error('modify: the read answered no ETag to send as If-Match');
+      try {
+        return await write({ ...current, etag });
+      } catch (error) {
+        if (!(error instanceof PetstoreError && error.status === 412) || attempt >= attempts) throw error;
+      }
+    }
+  };
+
+  const methods = Object.fromEntries(
+    (Object.keys(operations) as OperationId[]).map((operationId) => [
+      operationId,
+      (input?: LooseInput, call?: CallOptions) => send(operationId, input, call),
+    ]),
+  );
+  return { ...methods, page, each, modify } as unknown as PetstoreClient;
+}
+
+function resultOf(data: unknown, response: Response): Result<unknown> {
+  return {
+    data,
+    status: response.status,
+    etag: response.headers.get('etag') ?? undefined,
+    replayed: response.headers.get('idempotent-replayed') === 'true',
+    requestId: response.headers.get('x-request-id') ?? undefined,
+    headers: response.headers,
+  };
+}
+
+function errorOf<K extends OperationId>(operationId: K, response: Response, body: unknown): PetstoreError<K> {
+  const { code, message } = (typeof body === 'object' && body !== null ? body : {}) as {
+    code?: unknown;
+    message?: unknown;
+  };
+  return new PetstoreError(
+    operationId,
+    response.status,
+    typeof code === 'string' ? code : 'unknown',
+    typeof message === 'string' ? message : response.statusText,
+    response.headers.get('x-request-id') ?? undefined,
+    retryAfterSeconds(response.headers.get('retry-after')),
+    response.headers.get('etag') ?? undefined,
+  );
+}

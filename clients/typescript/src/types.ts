@@ -1,0 +1,69 @@
+/** The types of each operation, derived from the generated contract types: no type here is written per operation. */
+import type { ErrorCodes, operations as operationTable } from './generated/contract.js';
+import type { operations } from './generated/openapi.js';
+
+/** An operation of the API, by its `operationId`. */
+export type OperationId = keyof typeof operationTable & keyof operations;
+
+type Parameters<K extends OperationId> = operations[K]['parameters'];
+type RequestBody<K extends OperationId> = [operations[K]['requestBody']] extends [{ content: infer C }]
+  ? C[keyof C]
+  : never;
+
+/** What a call of operation K takes: its `path`, `query` and `header` parameters, and its `body`. */
+export type Input<K extends OperationId> = Omit<Parameters<K>, 'cookie'> &
+  ([RequestBody<K>] extends [never] ? unknown : { body: RequestBody<K> });
+
+type Responses<K extends OperationId> = operations[K]['responses'];
+type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 203 | 204>;
+type Success<K extends OperationId> = Responses<K>[SuccessStatus<K>];
+
+/** What a success of operation K carries: its JSON body, or `undefined` when it has none (a 204). */
+export type Data<K extends OperationId> = Success<K> extends { content: infer C } ? C[keyof C] : undefined;
+
+/** The operations whose success is a list: `each` and `page` take them. */
+export type ListOperationId = { [K in OperationId]: Data<K> extends readonly unknown[] ? K : never }[OperationId];
+
+/** An item of list operation K. */
+export type Item<K extends ListOperationId> = Data<K> extends readonly (infer I)[] ? I : never;
+
+/**
+ * A code the Error bodies of operation K may carry: the union its `x-error-codes` lists, kept open to
+ * the codes later minor versions add (a code this version does not know is still a string).
+ */
+export type ErrorCode<K extends OperationId> = Extract<ErrorCodes[K][keyof ErrorCodes[K]], string> | (string & {});
+
+/** An answer that succeeded. */
+export interface Result<T, ETag = string | undefined> {
+  data: T;
+  status: number;
+  /** Its `ETag`, to send back in `If-Match`: a string wherever the contract declares one. */
+  etag: ETag;
+  /** True when it replays the answer to an earlier request with the same `Idempotency-Key`. */
+  replayed: boolean;
+  /** Its `X-Request-Id`, to quote when asking about it. */
+  requestId: string | undefined;
+  headers: Headers;
+}
+
+/** A success of operation K, with an `etag` string when its success declares an `ETag` header. */
+export type ResultOf<K extends OperationId> = Result<
+  Data<K>,
+  Success<K> extends { headers: { ETag: string } } ? string : string | undefined
+>;
+
+/** One page of list operation K: its items, and the cursor of the next page (undefined on the last). */
+export type Page<K extends ListOperationId> = ResultOf<K> & { items: Item<K>[]; next: string | undefined };
+
+/** What may change per call. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Attempts, the first included. */
+  attempts?: number;
+  /** How long one attempt may take (ms). */
+  timeoutMs?: number;
+}
+
+/** A call's arguments: the input may be left out when nothing in it is required. */
+export type Arguments<K extends OperationId> =
+  object extends Input<K> ? [input?: Input<K>, options?: CallOptions] : [input: Input<K>, options?: CallOptions];
