@@ -4,19 +4,28 @@ import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../events/settings.js';
 import type { Storage } from '../storage/types.js';
 import { orderHandlers } from './orders.js';
 import { petHandlers } from './pets.js';
-import type { ServiceHandlers } from './types.js';
+import type { HandlerModule, ServiceHandlers } from './types.js';
 import { webhookHandlers } from './webhooks.js';
+
+/**
+ * The handler modules, one per contract tag. Each is given the whole context and takes what it
+ * needs, so an operation that reads another repository changes only its own module.
+ */
+const MODULES: HandlerModule[] = [petHandlers, orderHandlers, webhookHandlers];
 
 /** The service object the glue resolves operationIds against: one entry per operation. */
 export function serviceHandlers(
   storage: Storage,
   contract: Contract,
-  webhooks: WebhookSettings = DEFAULT_WEBHOOKS,
+  webhookSettings: WebhookSettings = DEFAULT_WEBHOOKS,
 ): ServiceHandlers {
-  const rules = new StoreRules(contract.dereferenced);
-  return {
-    ...petHandlers(storage.pets, rules, contract.basePath),
-    ...orderHandlers(storage.orders, rules, contract.basePath),
-    ...webhookHandlers(storage.webhooks, webhooks, contract),
-  };
+  const context = { storage, rules: new StoreRules(contract.dereferenced), contract, webhookSettings };
+  const handlers: ServiceHandlers = {};
+  for (const module of MODULES) {
+    for (const [operationId, handler] of Object.entries(module(context))) {
+      if (Object.hasOwn(handlers, operationId)) throw new Error(`two handler modules answer ${operationId}`);
+      Object.assign(handlers, { [operationId]: handler });
+    }
+  }
+  return handlers;
 }

@@ -1,15 +1,13 @@
-import type { StoreRules } from '../domain/rules.js';
 import { ApiError } from '../domain/errors.js';
-import type { OrderRepository } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { DEFAULT_LIMIT, FilteredList } from './paging.js';
-import type { ServiceHandlers } from './types.js';
+import type { HandlerModule } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No order with id ${id}`);
 }
 
-export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePath: string): ServiceHandlers {
+export const orderHandlers: HandlerModule = ({ storage: { orders }, rules, contract: { basePath } }) => {
   return {
     async listOrders(request, reply) {
       const { limit = DEFAULT_LIMIT, status, cursor } = request.query;
@@ -39,4 +37,4 @@ export function orderHandlers(orders: OrderRepository, rules: StoreRules, basePa
       return order;
     },
   };
-}
+};

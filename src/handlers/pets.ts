@@ -1,10 +1,10 @@
 import type { FastifyReply } from 'fastify';
-import { entityTag, preconditionsOf, type StoreRules } from '../domain/rules.js';
+import { entityTag, preconditionsOf } from '../domain/rules.js';
 import { ApiError } from '../domain/errors.js';
-import type { PetRepository, VersionedPet } from '../storage/types.js';
+import type { VersionedPet } from '../storage/types.js';
 import { claimOf, created } from './idempotency.js';
 import { DEFAULT_LIMIT, FilteredList } from './paging.js';
-import type { ServiceHandlers } from './types.js';
+import type { HandlerModule } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No pet with id ${id}`);
@@ -16,7 +16,7 @@ function tagged(reply: FastifyReply, versioned: VersionedPet) {
   return versioned.pet;
 }
 
-export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: string): ServiceHandlers {
+export const petHandlers: HandlerModule = ({ storage: { pets }, rules, contract: { basePath } }) => {
   return {
     async listPets(request, reply) {
       const { limit = DEFAULT_LIMIT, status, id: ids, cursor } = request.query;
@@ -60,4 +60,4 @@ export function petHandlers(pets: PetRepository, rules: StoreRules, basePath: st
       return undefined;
     },
   };
-}
+};

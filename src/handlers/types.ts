@@ -1,5 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { operations } from '../../generated/openapi.js';
+import type { Contract } from '../contract/document.js';
+import type { StoreRules } from '../domain/rules.js';
+import type { WebhookSettings } from '../events/settings.js';
+import type { Storage } from '../storage/types.js';
 
 /** Every operation in the contract, by operationId. */
 export type OperationId = keyof operations;
@@ -46,3 +50,16 @@ export type OperationHandlers = { [K in OperationId]: OperationHandler<K> };
  * naming the operation (scripts/build-contract.ts, src/app.ts).
  */
 export type ServiceHandlers = Partial<OperationHandlers>;
+
+/** Everything a handler module may need: each takes what its operations use, from any repository. */
+export interface HandlerContext {
+  storage: Storage;
+  /** The store's rules, read from the contract. */
+  rules: StoreRules;
+  /** The contract as loaded: its base path (`/v1`) for Location and Link URLs, its event scopes, ... */
+  contract: Contract;
+  webhookSettings: WebhookSettings;
+}
+
+/** One module per contract tag: its handlers, built from the context (src/handlers/index.ts lists the modules). */
+export type HandlerModule = (context: HandlerContext) => ServiceHandlers;

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { AddressGuard, RefusedAddress } from '../events/address-guard.js';
-import type { WebhookSettings } from '../events/settings.js';
-import type { Contract } from '../contract/document.js';
-import { eventIdOf, type EventType } from '../domain/events.js';
+import type { EventType } from '../domain/events.js';
+import { eventIdOf } from '../domain/events.js';
 import { ApiError } from '../domain/errors.js';
-import type { WebhookRepository } from '../storage/types.js';
 import { principalOf } from './idempotency.js';
-import type { ServiceHandlers } from './types.js';
+import type { HandlerModule } from './types.js';
 
 function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No webhook endpoint with id ${id}`);
@@ -22,12 +20,11 @@ function found<T>(value: T | undefined, id: number): T {
   return value;
 }
 
-export function webhookHandlers(
-  webhooks: WebhookRepository,
-  settings: Pick<WebhookSettings, 'allowedNetworks' | 'secretGraceMs' | 'maxEndpoints'>,
-  contract: Pick<Contract, 'basePath' | 'eventScopes'>,
-): ServiceHandlers {
-  const { basePath, eventScopes } = contract;
+export const webhookHandlers: HandlerModule = ({
+  storage: { webhooks },
+  webhookSettings: settings,
+  contract: { basePath, eventScopes },
+}) => {
   const guard = new AddressGuard(settings.allowedNetworks);
   /** A key subscribes only to kinds whose data it may read: the scope each kind's `x-scope` names. */
   const requireEventScopes = (held: readonly string[] | null, events: readonly EventType[]) => {
@@ -124,4 +121,4 @@ export function webhookHandlers(
       return found(await webhooks.attempts(principalOf(request).accountId, webhookId, limit), webhookId);
     },
   };
-}
+};
