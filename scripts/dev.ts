@@ -3,7 +3,8 @@
  * PETSTORE_DEV=1: operations without a handler answered from the contract, every response checked
  * against it) and keeps it current, in this one process but for the server itself:
  * - openapi.yaml (watched with chokidar): validated, generated/ regenerated, and the server
- *   restarted at once (scripts/dev/contract.ts); then linted. generated/ holds types only, and with
+ *   restarted at once (scripts/dev/contract.ts); then linted, as again whenever the linter's
+ *   ruleset (redocly.yaml, .redocly.lint-ignore.yaml) changes. generated/ holds types only, and with
  *   isolatedModules no emitted JavaScript depends on types, so the compiled code stays valid; the
  *   type checker then checks the code against the new types;
  * - the TypeScript sources (watched by TypeScript's own watch API, scripts/dev/typecheck.ts):
@@ -20,6 +21,9 @@ import { contractPath, projectRoot } from '../src/contract/paths.js';
 import { checkContract, lintContract } from './dev/contract.js';
 import { DevServer } from './dev/server.js';
 import { type TypeCheck, watchTypes } from './dev/typecheck.js';
+
+/** The contract linter's ruleset and its exemptions: an edit lints the contract again. */
+const LINT_CONFIG = ['redocly.yaml', '.redocly.lint-ignore.yaml'];
 
 /** Edits arrive as bursts of events (an editor's save is several writes): wait for quiet. */
 const SETTLE_MS = 50;
@@ -108,6 +112,17 @@ async function main(): Promise<void> {
       void runInTurn(() => onContractChange('openapi.yaml changed'));
     }),
   );
+  const lintConfigWatcher = watch(
+    LINT_CONFIG.map((file) => join(projectRoot, file)),
+    { ignoreInitial: true },
+  ).on(
+    'all',
+    settled(() => {
+      changeSeen = undefined;
+      say("the linter's ruleset changed: linting openapi.yaml again");
+      void runInTurn(lintContract);
+    }),
+  );
   // What the type checker does not see: SQL migrations, read by the server as it starts.
   const otherWatcher = watch(join(projectRoot, 'src'), {
     ignoreInitial: true,
@@ -121,6 +136,7 @@ async function main(): Promise<void> {
   const stop = () => {
     void types?.close();
     void contractWatcher.close();
+    void lintConfigWatcher.close();
     void otherWatcher.close();
     void server.stop().then(() => process.exit(0));
   };
@@ -128,7 +144,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
   // Watching before anything is read, so that no edit made meanwhile is missed.
   await Promise.all(
-    [contractWatcher, otherWatcher].map(
+    [contractWatcher, lintConfigWatcher, otherWatcher].map(
       (watcher) => new Promise<void>((ready) => watcher.once('ready', () => ready())),
     ),
   );
@@ -139,7 +155,7 @@ async function main(): Promise<void> {
     onChange: noteChange,
     onCheck: onTypeCheck,
   });
-  say('watching openapi.yaml and the sources (their first type check runs meanwhile); Ctrl-C stops');
+  say('watching openapi.yaml, its lint rules and the sources (their first type check runs meanwhile); Ctrl-C stops');
 }
 
 await main();

@@ -202,6 +202,33 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     log,
   );
 
+  // redocly.yaml is watched too: a rule added there is applied at once, and so is its removal.
+  const ruleset = join(copy, 'redocly.yaml');
+  const rules = readFileSync(ruleset, 'utf8');
+  const lints = (pattern: RegExp) => (output.match(pattern) ?? []).length;
+  const problemsBefore = lints(/openapi\.yaml: \d+ lint problem/g);
+  writeFileSync(
+    ruleset,
+    rules.replace(
+      /^rules:\n/m,
+      'rules:\n  rule/every-operation-says-x-owner:\n    subject: { type: Operation, property: x-owner }\n    assertions: { defined: true }\n    severity: error\n',
+    ),
+  );
+  await eventually(
+    'the new rule in redocly.yaml applied',
+    45,
+    async () => (lints(/openapi\.yaml: \d+ lint problem/g) > problemsBefore ? true : undefined),
+    log,
+  );
+  t.match(output, /lint error rule\/every-operation-says-x-owner/, 'the rule added to redocly.yaml is applied');
+  writeFileSync(ruleset, rules);
+  await eventually(
+    'the contract linted clean again once the rule was removed',
+    45,
+    async () => (lints(/openapi\.yaml lints clean/g) >= 3 ? true : undefined),
+    log,
+  );
+
   // An edited example is served.
   writeFileSync(
     contractFile,
