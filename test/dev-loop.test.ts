@@ -254,7 +254,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   const handlers = join(copy, 'src', 'handlers', 'index.ts');
   const modules = 'const MODULES: HandlerModule[] = [';
   const service = readFileSync(handlers, 'utf8');
-  t.ok(service.includes(modules), `src/handlers/index.ts lists its modules in ${modules}]`);
+  t.ok(service.includes(modules), 'src/handlers/index.ts lists the handler modules in MODULES');
   writeFileSync(
     handlers,
     `import { newOperationHandlers } from './new-operation.js';\n${service.replace(modules, `${modules}newOperationHandlers, `)}`,
