@@ -4,8 +4,8 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
-import { backend } from './helpers/backend.js';
-import { sharedPostgres } from './helpers/postgres.js';
+import { backend, newDatabase, type Teardown } from './helpers/backend.js';
+import { startOwnPostgres } from './helpers/postgres.js';
 
 /** A client of `api` recording each retry; `beforeFirstRetry` runs once, before the first. */
 async function recordingClient(t: TapTest, api: TestApi, beforeFirstRetry?: () => Promise<void>) {
@@ -43,26 +43,36 @@ t.test('a 429 is waited out for as long as Retry-After says, then the call succe
   waitedOut(t, retries, 429, 'rate_limited');
 });
 
-/** What makes the database unable to serve for a while, and what ends it. */
-async function outage(databaseUrl: string): Promise<{ begin: () => Promise<void>; end: () => Promise<void> }> {
+/**
+ * A database to serve from, what makes it unable to serve for a while, and what ends it. On
+ * PostgreSQL a server of this test's own, which it stops: the run's shared one serves other files.
+ */
+async function outage(
+  t: Teardown,
+): Promise<{ databaseUrl: string; begin: () => Promise<void>; end: () => Promise<void> }> {
   if (backend === 'sqlite') {
+    const databaseUrl = await newDatabase(t);
     // Another process holding SQLite's write lock: the server's writes are 503s until it lets go.
-    const other = new Database(databaseUrl);
+    let other: Database.Database | undefined;
     return {
-      begin: async () => void other.exec('BEGIN IMMEDIATE'),
+      databaseUrl,
+      begin: async () => {
+        other = new Database(databaseUrl);
+        other.exec('BEGIN IMMEDIATE');
+      },
       end: async () => {
-        other.exec('ROLLBACK');
-        other.close();
+        other?.exec('ROLLBACK');
+        other?.close();
       },
     };
   }
-  const server = await sharedPostgres();
-  return { begin: () => server.stop(), end: () => server.start() };
+  const server = await startOwnPostgres(t);
+  return { databaseUrl: await server.newDatabase(t), begin: () => server.stop(), end: () => server.start() };
 }
 
 t.test('a 503 while the database cannot serve is waited out; the create is made once', async (t) => {
-  const api = await startApi(t);
-  const database = await outage(api.databaseUrl);
+  const database = await outage(t);
+  const api = await startApi(t, { databaseUrl: database.databaseUrl });
   // The database comes back once the client has seen the 503, before it retries.
   const { client, retries } = await recordingClient(t, api, database.end);
   await database.begin();
