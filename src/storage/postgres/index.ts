@@ -46,6 +46,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   // An idle connection the server dropped is discarded by the pool; without a listener it would
   // be an uncaught error.
   pool.on('error', (error) => options.onIdleError?.(error));
+  // A connection checked out between two queries (inside a transaction, say) has no listener of
+  // the pool's: the server going away then would be an uncaught error that ends the process. Its
+  // next query fails instead, and the caller answers 503.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   let migrationsApplied: number;
   try {
     migrationsApplied = await migrate(pool, migrationsDir('postgres'));
