@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { Account, AccountRepository, ApiKeyInfo, Principal } from '../types.js';
+import { TableCache } from './table-cache.js';
 
 const KEY_COLUMNS = `id, account_id AS accountId, prefix, created_at AS createdAt, revoked_at AS revokedAt,
   scopes, expires_at AS expiresAt`;
@@ -40,6 +41,14 @@ export function accountRepository(db: Database.Database): AccountRepository {
     `SELECT account_id AS accountId, id AS keyId, scopes, expires_at AS expiresAt FROM api_keys
      WHERE hash = ? AND revoked_at IS NULL`,
   );
+  const principalOf = (hash: Buffer): Principal | undefined => {
+    const row = principalByHash.get(hash);
+    if (row === undefined) return undefined;
+    const expiresAt = row.expiresAt === null ? null : Date.parse(row.expiresAt);
+    // Shared by every request with this key until it changes.
+    return Object.freeze({ accountId: row.accountId, keyId: row.keyId, scopes: scopesOf(row.scopes), expiresAt });
+  };
+  const principals = new TableCache<string, Principal>(db, 'api_keys', ['INSERT', 'UPDATE', 'DELETE']);
 
   return {
     createAccount: async (name) => insertAccount.get(name) as Account,
@@ -62,11 +71,8 @@ export function accountRepository(db: Database.Database): AccountRepository {
     revokeKey: async (keyId) => revoke.run(keyId).changes > 0,
     expireKey: async (keyId, at) => expire.run(at.toISOString(), at.toISOString(), keyId).changes > 0,
     countKeys: async () => countKeys.get()?.count ?? 0,
-    findPrincipal: async (hash): Promise<Principal | undefined> => {
-      const row = principalByHash.get(hash);
-      if (row === undefined) return undefined;
-      const expiresAt = row.expiresAt === null ? null : Date.parse(row.expiresAt);
-      return { accountId: row.accountId, keyId: row.keyId, scopes: scopesOf(row.scopes), expiresAt };
-    },
+    // Looked up on every request: from the cache, unless a key changed since (a revoked key is
+    // refused on its next request, whichever process revoked it). Unknown keys are not kept.
+    findPrincipal: async (hash) => principals.get(hash.toString('base64'), () => principalOf(hash)),
   };
 }

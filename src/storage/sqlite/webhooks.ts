@@ -14,6 +14,7 @@ import {
   FAN_OUT_BATCH,
   inFlight,
 } from '../webhook-rows.js';
+import { TableCache } from './table-cache.js';
 
 /**
  * The first `perEndpoint` due messages of each enabled endpoint with room, numbered in its own order
@@ -40,10 +41,8 @@ export class Outbox {
   private readonly subscribers;
   private readonly endpoint;
   private readonly insertEvent;
-  private readonly dataVersion;
-  /** The subscribers of each kind, as a JSON array of ids, while no endpoint changed. */
-  private readonly subscribersOf = new Map<EventType, string>();
-  private subscribersAt = -1;
+  /** The subscribers of each kind, as a JSON array of ids, while no endpoint's subscription changed. */
+  private readonly subscribersOf;
   private readonly listeners = new Set<() => void>();
   private wakePending = false;
 
@@ -62,32 +61,17 @@ export class Outbox {
         'INSERT INTO webhook_events (type, body, created_at, endpoints, trace_parent) VALUES (?, ?, ?, ?, ?) RETURNING id',
       )
       .pluck();
-    // The cache of subscribers goes when an endpoint's subscription changes: this connection's
-    // changes through a temporary trigger (whichever code makes them), another process's through
-    // data_version, which moves when another connection commits. No transaction changes endpoints
-    // and emits an event, so a rolled-back one cannot leave its subscribers behind in the cache.
-    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
-    db.function('petstore_subscriptions_changed', { deterministic: false }, () => {
-      this.subscribersOf.clear();
-      return null;
-    });
-    for (const change of ['INSERT', 'UPDATE OF enabled, events', 'DELETE']) {
-      db.exec(`CREATE TEMP TRIGGER webhook_subscriptions_${change.split(' ')[0]?.toLowerCase()}
-        AFTER ${change} ON webhook_endpoints BEGIN SELECT petstore_subscriptions_changed(); END`);
-    }
+    // No transaction changes endpoints and emits an event, so a rolled-back one cannot leave its
+    // subscribers behind in the cache.
+    this.subscribersOf = new TableCache<EventType, string>(db, 'webhook_endpoints', [
+      'INSERT',
+      'UPDATE OF enabled, events',
+      'DELETE',
+    ]);
   }
 
   private subscribersFor(type: EventType): string {
-    const version = this.dataVersion.get() as number;
-    if (version !== this.subscribersAt) {
-      this.subscribersOf.clear();
-      this.subscribersAt = version;
-    }
-    const cached = this.subscribersOf.get(type);
-    if (cached !== undefined) return cached;
-    const ids = this.subscribers.get(type) ?? '[]';
-    this.subscribersOf.set(type, ids);
-    return ids;
+    return this.subscribersOf.get(type, () => this.subscribers.get(type) ?? '[]') ?? '[]';
   }
 
   /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
