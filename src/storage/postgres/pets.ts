@@ -1,10 +1,11 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Claims } from './idempotency.js';
-import type { Outbox } from './webhooks.js';
+import { insertEmitting, type Outbox } from './webhooks.js';
 import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
+const INSERT = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`;
 /**
  * The statements of every request, built once: node-postgres checks a named statement's text
  * against the one it prepared on each use, which is a pointer comparison when it is the same string.
@@ -15,7 +16,8 @@ const PET_SQL = {
   listByIds: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ANY($1::bigint[]) AND id > $2 ORDER BY id LIMIT $3`,
   listByIdsAndStatus: `SELECT ${PET_COLUMNS}, version FROM pets
     WHERE id = ANY($1::bigint[]) AND status = $2 AND id > $3 ORDER BY id LIMIT $4`,
-  insert: `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`,
+  insert: INSERT,
+  insertEmitting: insertEmitting(INSERT, 3),
   byId: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1`,
   lock: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1 FOR UPDATE`,
   placedOrder: `SELECT id FROM orders WHERE pet_id = $1 AND status = 'placed'`,
@@ -86,13 +88,29 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
       const hasMore = found.length > limit;
       return { items: (hasMore ? found.slice(0, limit) : found).map(versioned), hasMore };
     },
-    // With or without a claim, the insert and its event are one transaction.
+    // Without a claim, the insert and its event are one statement; with one, one transaction with the claim.
     create: async (pet, claim) =>
-      claims.claimed(
-        claim,
-        (id) => getPet(pool, id),
-        (client) => insert(client, pet),
-      ),
+      claim === undefined
+        ? {
+            outcome: 'created',
+            created: versioned(
+              await outbox.insertEmitting<PetRow, 'pet.created'>(
+                pool,
+                {
+                  name: 'pets-insert-emitting',
+                  text: PET_SQL.insertEmitting,
+                  values: [pet.name, pet.categoryId, pet.status],
+                },
+                'pet.created',
+                pet,
+              ),
+            ),
+          }
+        : claims.claimed(
+            claim,
+            (id) => getPet(pool, id),
+            (client) => insert(client, pet),
+          ),
     get: async (id) => getPet(pool, id),
     update: async (id, decide) =>
       transaction(pool, async (client) => {
