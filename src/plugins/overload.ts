@@ -126,6 +126,8 @@ const loopIdleMs = () => performance.eventLoopUtilization().idle;
  * turn the next one sheds what it reads: it is short, and the one after serves again.
  */
 class TurnWatch {
+  /** Counts the turns: what was decided once in a turn holds for the rest of it. */
+  turn = 0;
   #started = 0;
   #previousStarted = 0;
   /** The loop's idle time when the turn before ended. */
@@ -139,6 +141,7 @@ class TurnWatch {
   waited(now: number): number {
     if (!this.#open) {
       this.#open = true;
+      this.turn += 1;
       const backToBack = loopIdleMs() - this.#previousEndedIdle < BACK_TO_BACK_IDLE_MS;
       this.#previousStarted = backToBack ? this.#started : now;
       this.#started = now;
@@ -207,6 +210,17 @@ async function overloadPlugin(
     }
   });
   const turns = new TurnWatch();
+  // Whether the loop has been behind longer than a burst, read once a turn: a CPU-time read is a
+  // system call, and a turn's requests all waited alike.
+  let burstCheckedIn = -1;
+  let outlastedBurst = false;
+  const outlastsBurst = () => {
+    if (burstCheckedIn !== turns.turn) {
+      burstCheckedIn = turns.turn;
+      outlastedBurst = watch.outlastsBurst();
+    }
+    return outlastedBurst;
+  };
   app.addHook('onClose', (_instance, done) => {
     watch.stop();
     done();
@@ -238,12 +252,12 @@ async function overloadPlugin(
   server.removeListener('request', serve);
   server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
     // While the loop keeps up, a clock read, a few comparisons and a setImmediate per loop turn
-    // are all a request pays; a CPU-time read is added only while requests wait past the target.
+    // are all a request pays; a CPU-time read a turn is added while requests wait past the target.
     const now = performance.now();
     const late = turns.waited(now) > settings.maxEventLoopDelayMs || watch.late(now);
     // CoDel: once a queue has stood longer than a burst, shed what waits past the target until a
     // second passes without a shed; before that, serve it: a burst drains.
-    if (late && (episode !== undefined || watch.outlastsBurst()) && mayShed(request.url ?? '')) {
+    if (late && (episode !== undefined || outlastsBurst()) && mayShed(request.url ?? '')) {
       shed(request, response, now);
     } else serve(request, response);
   });
