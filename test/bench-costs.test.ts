@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { PROJECT, projectRoot, withServer } from '../scripts/bench/servers.js';
+import { PROJECT, withServer } from '../scripts/bench/servers.js';
+import { projectRoot } from '../scripts/bench/settings.js';
 import { sqliteBackend } from '../scripts/bench/tables.js';
 
 // costs.js turns off the features that have no setting with feature-off.js, loaded into the built

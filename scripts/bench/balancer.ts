@@ -15,7 +15,8 @@ import { burst } from './load.js';
 import { burstOutcome, holdLoad, loadHeldRows, loadSeconds, sustainedCheck } from './overload.js';
 import { check, ms, type Part } from './report.js';
 import { scenarioNamed, wireRequest } from './scenarios.js';
-import { PROJECT, projectRoot, type RunningServer, withServer } from './servers.js';
+import { PROJECT, type RunningServer, withServer } from './servers.js';
+import { projectRoot } from './settings.js';
 import type { Table } from './tables.js';
 
 const BURST_SIZE = 500;

@@ -14,8 +14,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad } from './load.js';
 import { count, textTable } from './report.js';
 import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
-import { BARE, PROJECT, projectRoot, type ServerSpec, withServer } from './servers.js';
-import { wholeSetting } from './settings.js';
+import { BARE, PROJECT, type ServerSpec, withServer } from './servers.js';
+import { projectRoot, wholeSetting } from './settings.js';
 import { sqliteBackend, type Table } from './tables.js';
 import { Receiver, subscribe } from './webhooks.js';
 

@@ -7,12 +7,9 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { freePort } from '../local-servers.js';
+import { projectRoot } from './settings.js';
 import type { Table } from './tables.js';
-
-/** The repository's root: this file runs from dist/scripts/bench. */
-export const projectRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 export interface ServerSpec {
   /** As the report names it. */

@@ -1,3 +1,8 @@
+import { fileURLToPath } from 'node:url';
+
+/** The repository's root: the bench runs from dist/scripts/bench. */
+export const projectRoot = fileURLToPath(new URL('../../../', import.meta.url));
+
 /** A whole-number setting from the environment, or its default; anything else is an error that names it. */
 export function wholeSetting(name: string, fallback: number, env: NodeJS.ProcessEnv = process.env): number {
   const value = env[name];

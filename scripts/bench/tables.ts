@@ -10,7 +10,7 @@ import { closeSync, copyFileSync, fsyncSync, openSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { databaseUrl, onServer, startEmbeddedPostgres } from '../local-servers.js';
-import { projectRoot } from './servers.js';
+import { projectRoot } from './settings.js';
 
 export const PETS = 10_000;
 

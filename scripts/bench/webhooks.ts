@@ -22,7 +22,8 @@ import {
   summarise,
 } from './report.js';
 import { loadRequests, scenarioNamed } from './scenarios.js';
-import { PROJECT, projectRoot, type RunningServer, type ServerSpec, withServer } from './servers.js';
+import { PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
+import { projectRoot } from './settings.js';
 import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 import type { ReceiverCommand } from './webhook-receiver.js';
 
