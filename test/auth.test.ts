@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { ErrorBody } from '../src/domain/errors.js';
@@ -11,7 +12,7 @@ import {
   type TapTest,
   type TestApi,
 } from './helpers/api.js';
-import { probeDatabase } from './helpers/backend.js';
+import { backend, probeDatabase } from './helpers/backend.js';
 import { assertConforms } from './helpers/contract.js';
 
 const REALM = 'Bearer realm="petstore"';
@@ -93,6 +94,44 @@ t.test('an unknown, malformed or revoked key is a 401 with error="invalid_token"
   const other = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
   t.equal(other.statusCode, 200, 'other keys keep working');
 });
+
+t.test(
+  'a key changed behind the server (the CLI, SQL of its own) is refused within a second, after many uses',
+  async (t) => {
+    const api = await startApi(t);
+    const probe = await probeDatabase(t, api.databaseUrl, { writable: true });
+    const status = async () => (await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).statusCode;
+    // Long enough for the server to be told of changes (PostgreSQL: its LISTEN), and to keep the key.
+    for (let use = 0; use < 10; use += 1) {
+      t.equal(await status(), 200);
+      await sleep(50);
+    }
+    const refusedWithin = async (what: string, change: string) => {
+      await probe.query(change);
+      const changed = performance.now();
+      while ((await status()) !== 401 && performance.now() - changed < 1000) await sleep(5);
+      t.equal(await status(), 401, `${what}: refused within ${Math.round(performance.now() - changed)} ms`);
+    };
+    await refusedWithin('revoked', 'UPDATE api_keys SET revoked_at = CURRENT_TIMESTAMP');
+    await probe.query('UPDATE api_keys SET revoked_at = NULL');
+    t.equal(await status(), 200, 'a change back counts too');
+    if (backend === 'postgres') {
+      // The connection it is told on, lost: until it listens again, every request looks the key up.
+      await sleep(200);
+      await probe.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'petstore-keys'`,
+      );
+      await refusedWithin(
+        'revoked while the server was not listening',
+        'UPDATE api_keys SET revoked_at = CURRENT_TIMESTAMP',
+      );
+      await probe.query('UPDATE api_keys SET revoked_at = NULL');
+      await sleep(1500);
+      t.equal(await status(), 200, 'listening again');
+      await refusedWithin('revoked once listening again', 'UPDATE api_keys SET revoked_at = CURRENT_TIMESTAMP');
+    }
+  },
+);
 
 t.test('a Bearer token outside token68 is an invalid key, and a failed authentication', async (t) => {
   const api = await startApi(t, { rateLimit: { perMinute: 1000, authFailuresPerMinute: 4 } });

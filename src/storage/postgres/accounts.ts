@@ -1,12 +1,18 @@
 import type { Pool } from 'pg';
 import type { Account, AccountRepository, ApiKeyInfo, Principal } from '../types.js';
+import type { KeyCache } from './key-cache.js';
 import { firstRow, onlyRow, rows, TIMESTAMP } from './queries.js';
 
 const KEY_COLUMNS = `id, account_id AS "accountId", prefix, ${TIMESTAMP('created_at')} AS "createdAt",
   ${TIMESTAMP('revoked_at')} AS "revokedAt", scopes, ${TIMESTAMP('expires_at')} AS "expiresAt"`;
 const ACCOUNT_COLUMNS = `id, name, ${TIMESTAMP('created_at')} AS "createdAt"`;
 
-export function accountRepository(pool: Pool): AccountRepository {
+export function accountRepository(pool: Pool, keys: KeyCache): AccountRepository {
+  /** Whether an UPDATE changed a key: if so, this instance forgets it at once, the others when told. */
+  const changedKeys = (updated: unknown[]) => {
+    keys.changed();
+    return updated.length > 0;
+  };
   return {
     createAccount: async (name) =>
       onlyRow<Account>(pool, {
@@ -29,29 +35,31 @@ export function accountRepository(pool: Pool): AccountRepository {
         values: [accountId],
       }),
     revokeKey: async (keyId) =>
-      (
+      changedKeys(
         await rows(pool, {
           text: 'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id',
           values: [keyId],
-        })
-      ).length > 0,
+        }),
+      ),
     expireKey: async (keyId, at) =>
-      (
+      changedKeys(
         await rows(pool, {
           text: 'UPDATE api_keys SET expires_at = least(coalesce(expires_at, $1), $1) WHERE id = $2 RETURNING id',
           values: [at, keyId],
-        })
-      ).length > 0,
+        }),
+      ),
     countKeys: async () =>
       (await firstRow<{ count: number }>(pool, { text: 'SELECT count(*) AS count FROM api_keys' }))?.count ?? 0,
-    // Looked up on every request, never cached: a revoked or expired key is refused by every instance at once.
+    // Looked up on every request: from the cache while no change to api_keys has been announced.
     findPrincipal: async (hash) =>
-      firstRow<Principal>(pool, {
-        name: 'keys-principal',
-        text: `SELECT account_id AS "accountId", id AS "keyId", scopes,
-                 (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresAt"
-               FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
-        values: [hash],
-      }),
+      keys.get(hash, () =>
+        firstRow<Principal>(pool, {
+          name: 'keys-principal',
+          text: `SELECT account_id AS "accountId", id AS "keyId", scopes,
+                   (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresAt"
+                 FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
+          values: [hash],
+        }),
+      ),
   };
 }

@@ -3,6 +3,7 @@ import { migrationsDir } from '../../contract/paths.js';
 import { type Storage, StorageUnavailableError } from '../types.js';
 import { accountRepository } from './accounts.js';
 import { Claims } from './idempotency.js';
+import { KeyCache } from './key-cache.js';
 import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
@@ -62,11 +63,12 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   await claims.purge();
   const outbox = new Outbox(now, options.traceParent);
   const deliveries = deliveryQueue(pool, options.connectionString, outbox, now);
+  const keys = new KeyCache(options.connectionString);
 
   return {
     pets: petRepository(pool, claims, outbox),
     orders: orderRepository(pool, claims, outbox, now),
-    accounts: accountRepository(pool),
+    accounts: accountRepository(pool, keys),
     webhooks: webhookRepository(pool, outbox, now),
     deliveries,
     migrationsApplied,
@@ -78,6 +80,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
       if (status?.readOnly !== false) throw new StorageUnavailableError('PostgreSQL is read-only');
     },
     close: async () => {
+      keys.stop();
       if (!pool.ended) await pool.end();
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),

@@ -1,4 +1,4 @@
-import pg, { type Pool, type PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
@@ -15,6 +15,7 @@ import {
   inFlight,
 } from '../webhook-rows.js';
 import { firstRow, onlyRow, rows, transaction } from './queries.js';
+import { listen } from './listen.js';
 import { afterCommit } from './transaction.js';
 
 /** The channel committed events are announced on, to the workers of every instance. */
@@ -57,11 +58,10 @@ export function insertEmitting(insert: string, taken: number): string {
     ), event AS (
       INSERT INTO webhook_events (type, body, created_at, endpoints, trace_parent)
       SELECT ${$(1)}, ${$(2)} || made.id || ${$(3)}, ${$(4)}, ids, ${$(5)} FROM made, subscribers
-      WHERE cardinality(ids) > 0 RETURNING id
+      WHERE cardinality(ids) > 0
+      RETURNING id, CASE WHEN ${$(6)}::boolean THEN pg_notify('${CHANNEL}', '') END
     )
-    SELECT made.*, event.id AS "eventId",
-      CASE WHEN ${$(6)}::boolean AND event.id IS NOT NULL THEN pg_notify('${CHANNEL}', '') END AS notified
-    FROM made LEFT JOIN event ON true`;
+    SELECT made.*, event.id AS "eventId" FROM made LEFT JOIN event ON true`;
 }
 
 /** The id an event body is built with before its row exists: insertEmitting's statement puts the row's in its place. */
@@ -179,11 +179,7 @@ export class Outbox {
     const [before, after] = event.body.split(`"id":${ID_TO_COME}`);
     const at = performance.now();
     const notify = at - this.notifiedAt >= NOTIFY_EVERY_MS;
-    const {
-      eventId,
-      notified: _,
-      ...made
-    } = await onlyRow<R & { eventId: number | null; notified: unknown }>(pool, {
+    const { eventId, ...made } = await onlyRow<R & { eventId: number | null }>(pool, {
       ...insert,
       values: [...insert.values, event.type, `${before}"id":`, after, event.at, this.traceParent?.() ?? null, notify],
     });
@@ -331,22 +327,10 @@ function endpointHealth(settled: readonly AttemptOutcome[]) {
  */
 export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outbox, now: () => number): DeliveryQueue {
   const listeners = new Set<() => void>();
-  let listener: pg.Client | undefined;
-  const listen = () => {
-    const client = new pg.Client({ connectionString, application_name: 'petstore-webhooks' });
-    listener = client;
-    client.on('notification', () => {
-      for (const wake of listeners) wake();
-    });
-    // A lost connection is reconnected while anyone listens; meanwhile the worker's timer polls.
-    client.on('error', () => undefined);
-    client.on('end', () => {
-      if (listener === client && listeners.size > 0) setTimeout(listen, 1000).unref();
-    });
-    client
-      .connect()
-      .then(() => client.query(`LISTEN ${CHANNEL}`))
-      .catch(() => client.end().catch(() => undefined));
+  // Another instance's events, while anyone listens; if the connection is lost, the worker's timer polls.
+  let listening: { stop(): void } | undefined;
+  const wakeAll = () => {
+    for (const wake of listeners) wake();
   };
 
   return {
@@ -462,14 +446,13 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
     onCommit: (wake) => {
       const unlistenLocal = outbox.onCommit(wake);
       listeners.add(wake);
-      if (listener === undefined) listen();
+      listening ??= listen(connectionString, 'petstore-webhooks', CHANNEL, { notified: wakeAll });
       return () => {
         unlistenLocal();
         listeners.delete(wake);
-        if (listeners.size === 0 && listener !== undefined) {
-          const client = listener;
-          listener = undefined;
-          void client.end().catch(() => undefined);
+        if (listeners.size === 0) {
+          listening?.stop();
+          listening = undefined;
         }
       };
     },
