@@ -10,7 +10,6 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { applyLoad } from './load.js';
 import { count, textTable } from './report.js';
 import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
@@ -24,7 +23,6 @@ const WARMUP_RESPONSES = wholeSetting('COSTS_WARMUP', 1000);
 const WINDOW_SECONDS = wholeSetting('COSTS_WINDOW', 40);
 const PARALLEL = Math.max(1, wholeSetting('COSTS_PARALLEL', 2));
 const SETTLE_SECONDS = 20;
-const IDLE_SECONDS = 20;
 /** Few: under valgrind a request may take seconds. */
 const CONNECTIONS = 2;
 
@@ -106,6 +104,14 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
     '--smc-check=all-non-file',
     // One output per thread: the main thread's is the request path; V8's compiler threads are not.
     '--separate-threads=yes',
+    // Only what runs from a socket's events (reading a request, the handler and the database calls
+    // it makes, writing the answer, with the promises and ticks each callback runs before it
+    // returns) and from the thread pool's answers (the log's writes): the process's timers (the
+    // overload check's every 10 ms) are not any request's, and under valgrind's slow loop they
+    // would be shared among few responses.
+    '--collect-atstart=no',
+    '--toggle-collect=uv__stream_io',
+    '--toggle-collect=uv__work_done',
   ];
   const featureOff = join(projectRoot, 'dist/scripts/bench/feature-off.js');
   const tracing =
@@ -141,11 +147,7 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
       // Counting on makes valgrind translate all code again: seconds in which little is answered.
       callgrindControl(pid, '-i', 'on');
       await load(SETTLE_SECONDS);
-      // What the process does with no request (its timers, the overload sampler's every 10 ms) is
-      // counted first: under valgrind a few responses a second would each carry seconds of it.
       callgrindControl(pid, '-z');
-      await sleep(IDLE_SECONDS * 1000);
-      callgrindControl(pid, '-d');
       const { statuses, errors } = await load(WINDOW_SECONDS);
       callgrindControl(pid, '-d');
       const own = statuses[scenario.expect.status] ?? 0;
@@ -154,11 +156,10 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
         throw new Error(`${variant.feature}: expected ${scenario.expect.status}, got ${JSON.stringify(statuses)}`);
       return own;
     },
-    { launcher, startupLimitMs: 300_000 },
+    { launcher, nodeFlags: (process.env.COSTS_NODE_FLAGS ?? '').split(' ').filter(Boolean), startupLimitMs: 300_000 },
   ).finally(started);
-  // The main thread's (thread 1) dumps: idle, then under load.
-  const [idle, loaded] = [1, 2].map((dump) => totalInstructions(readFileSync(`${output}.${dump}-01`, 'utf8')));
-  return ((loaded ?? NaN) - ((idle ?? NaN) * WINDOW_SECONDS) / IDLE_SECONDS) / responses;
+  // The main thread's (thread 1) dump.
+  return totalInstructions(readFileSync(`${output}.1-01`, 'utf8')) / responses;
 }
 
 /** Runs `work` over `items`, at most PARALLEL at a time, keeping their order. */
