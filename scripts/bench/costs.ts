@@ -156,7 +156,7 @@ async function countOne(base: Scenario, variant: Variant, table: Table, dir: str
         throw new Error(`${variant.feature}: expected ${scenario.expect.status}, got ${JSON.stringify(statuses)}`);
       return own;
     },
-    { launcher, nodeFlags: (process.env.COSTS_NODE_FLAGS ?? '').split(' ').filter(Boolean), startupLimitMs: 300_000 },
+    { launcher, startupLimitMs: 300_000 },
   ).finally(started);
   // The main thread's (thread 1) dump.
   return totalInstructions(readFileSync(`${output}.1-01`, 'utf8')) / responses;

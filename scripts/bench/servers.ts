@@ -33,10 +33,9 @@ export interface RunningServer {
   cpuMs: () => number;
 }
 
-/** How costs.ts runs a server: node under valgrind (`launcher`), with flags of its own (`nodeFlags`). */
+/** How costs.ts runs a server: node under valgrind (`launcher`). */
 export interface StartOptions {
   launcher?: string[];
-  nodeFlags?: string[];
   startupLimitMs?: number;
 }
 
@@ -61,12 +60,12 @@ export async function withServer<T>(
   table: Table,
   dir: string,
   use: (server: RunningServer) => Promise<T>,
-  { launcher = [], nodeFlags = [], startupLimitMs = 20_000 }: StartOptions = {},
+  { launcher = [], startupLimitMs = 20_000 }: StartOptions = {},
 ): Promise<T> {
   const database = await table.freshCopy(dir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const [command, ...args] = [...launcher, process.execPath, ...nodeFlags, join(projectRoot, spec.entry)];
+  const [command, ...args] = [...launcher, process.execPath, join(projectRoot, spec.entry)];
   const spawnedAt = performance.now();
   const child = spawn(command, args, {
     env: {
