@@ -24,7 +24,7 @@ import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from 
 import overload, { overloadedError } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
-import { RequestLog } from './plugins/request-log.js';
+import { RequestLog, requestLogger } from './plugins/request-log.js';
 import { adaptNodeServer } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
@@ -192,6 +192,7 @@ export async function buildApp({
     bodyLimit: BODY_LIMIT,
     genReqId: requestId,
     logController: requestLog,
+    childLoggerFactory: requestLogger,
     // HEAD is not in the contract: it gets 405 like any other undeclared method.
     exposeHeadRoutes: false,
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
