@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { applyLoad } from './load.js';
-import { count, textTable } from './report.js';
+import { count, median, textTable } from './report.js';
 import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
 import { BARE, PROJECT, type ServerSpec, withServer } from './servers.js';
 import { projectRoot, wholeSetting } from './settings.js';
@@ -22,6 +22,11 @@ import { Receiver, subscribe } from './webhooks.js';
 const WARMUP_RESPONSES = wholeSetting('COSTS_WARMUP', 1000);
 const WINDOW_SECONDS = wholeSetting('COSTS_WINDOW', 40);
 const PARALLEL = Math.max(1, wholeSetting('COSTS_PARALLEL', 2));
+/**
+ * Lives of each variant, whose median is taken: two lives of one server differ by tens of thousands
+ * of instructions a response (V8's compilation and collection go their own way each time).
+ */
+const LIVES = Math.max(1, wholeSetting('COSTS_LIVES', 3));
 const SETTLE_SECONDS = 20;
 /** Few: under valgrind a request may take seconds. */
 const CONNECTIONS = 2;
@@ -187,22 +192,31 @@ try {
     // COSTS_FEATURES: only these (comma-separated), beside everything on.
     const only = process.env.COSTS_FEATURES?.split(',');
     const runs = variants(name).filter((v, index) => index === 0 || only === undefined || only.includes(v.feature));
-    const counted = await inParallel(runs, async (variant, index) => {
+    // Each variant's lives in turn with the others', so that a busy moment falls on all alike.
+    const lives = Array.from({ length: LIVES }, () => runs).flat();
+    const counted = await inParallel(lives, async (variant, index) => {
       const life = join(dir, `${name}-${index}`);
       mkdirSync(life);
-      process.stderr.write(`[costs] ${name}: ${variant.feature}\n`);
-      // One life that fails (a loaded machine: nothing answered in the window) leaves its row empty.
+      process.stderr.write(`[costs] ${name}: ${variant.feature}, life ${1 + Math.floor(index / runs.length)}\n`);
+      // One life that fails (a loaded machine: nothing answered in the window) is left out.
       return countOne(scenarioNamed(name), variant, table, life, receiver).catch((error: unknown) => {
         process.stderr.write(`[costs] ${name}: ${variant.feature} failed: ${String(error)}\n`);
         return NaN;
       });
     });
-    const [all = NaN] = counted;
-    const rows = runs.map(({ feature, sign }, index) => {
-      const cost = index === 0 ? all : sign * (all - (counted[index] ?? NaN));
-      return [feature, count(cost), `${((100 * cost) / all).toFixed(1)}%`];
+    const countsOf = (run: number) => counted.filter((_, index) => index % runs.length === run);
+    const known = (values: number[]) => values.filter((value) => !Number.isNaN(value));
+    const all = median(known(countsOf(0)));
+    const rows = runs.map(({ feature, sign }, run) => {
+      const own = countsOf(run);
+      const cost = run === 0 ? all : sign * (all - median(known(own)));
+      const spread = Math.max(...own) - Math.min(...own);
+      return [feature, count(cost), `${((100 * cost) / all).toFixed(1)}%`, count(spread)];
     });
-    lines.push('', textTable([`${name}: feature`, 'instructions', 'of the whole'], rows, 1));
+    lines.push(
+      '',
+      textTable([`${name}: feature`, 'instructions', 'of the whole', `spread of its ${LIVES} lives`], rows, 1),
+    );
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
