@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { ApiError } from '../domain/errors.js';
 
 const CURSOR = /^v2:([1-9][0-9]{0,15})\.([A-Za-z0-9_-]{8})$/;
@@ -14,9 +14,19 @@ export function cursorScope(path: string, filters: Record<string, string | undef
   return JSON.stringify([path, given]);
 }
 
+/** The tags of the scopes paged most recently: nearly every page of a list is of a list paged before. */
+const recentTags = new Map<string, string>();
+const RECENT_TAGS = 1_000;
+
 /** 48 bits of the scope's hash: enough to tell lists apart, not to keep a secret (there is none). */
 function scopeTag(scope: string): string {
-  return createHash('sha256').update(scope).digest().subarray(0, 6).toString('base64url');
+  let tag = recentTags.get(scope);
+  if (tag === undefined) {
+    tag = hash('sha256', scope, 'buffer').subarray(0, 6).toString('base64url');
+    if (recentTags.size >= RECENT_TAGS) recentTags.delete(recentTags.keys().next().value as string);
+    recentTags.set(scope, tag);
+  }
+  return tag;
 }
 
 /** An opaque cursor naming the last id of a page of the list `scope` names: base64url of `v2:<id>.<tag>`. */
