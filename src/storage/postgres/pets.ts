@@ -3,6 +3,7 @@ import type { Claims } from './idempotency.js';
 import { insertEmitting, type Outbox } from './webhooks.js';
 import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
+import { type PetRow, versioned } from '../pet-rows.js';
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
 const INSERT = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`;
@@ -25,12 +26,6 @@ const PET_SQL = {
     status = coalesce($3, status), version = version + 1 WHERE id = $4 RETURNING ${PET_COLUMNS}, version`,
   setStatus: `UPDATE pets SET status = $1, version = version + 1 WHERE id = $2 RETURNING ${PET_COLUMNS}`,
 };
-
-type PetRow = Pet & { version: number };
-
-function versioned({ version, ...pet }: PetRow): VersionedPet {
-  return { pet, version };
-}
 
 /**
  * A pet as a change is decided on, its row locked until the transaction ends: a racing change of

@@ -1,15 +1,10 @@
 import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
-import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
+import type { NewPetRecord, Pet, PetFields, PetRepository, PetState } from '../types.js';
+import { type PetRow, versioned } from '../pet-rows.js';
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
-
-type PetRow = Pet & { version: number };
-
-function versioned({ version, ...pet }: PetRow): VersionedPet {
-  return { pet, version };
-}
 
 /** A pet as a change is decided on: with its version and its placed order. */
 export function petStates(db: Database.Database): (id: number) => PetState | undefined {
