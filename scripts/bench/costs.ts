@@ -213,12 +213,15 @@ try {
       const spread = Math.max(...own) - Math.min(...own);
       return [feature, count(cost), `${((100 * cost) / all).toFixed(1)}%`, count(spread)];
     });
+    // Each scenario's table as soon as it is counted: a run takes tens of minutes.
     lines.push(
       '',
       textTable([`${name}: feature`, 'instructions', 'of the whole', `spread of its ${LIVES} lives`], rows, 1),
+      '',
     );
+    process.stdout.write(lines.join('\n'));
+    lines.length = 0;
   }
-  process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
   receiver.stop();
   rmSync(dir, { recursive: true, force: true });
