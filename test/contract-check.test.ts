@@ -1,5 +1,4 @@
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
@@ -14,36 +13,12 @@ import { checkServed } from '../scripts/contract-check/served.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
-import type { Teardown } from './helpers/api.js';
 import { contractPaths } from './helpers/contract.js';
 import { NEW_OPERATION } from './helpers/new-operation.js';
+import { copyProject } from './helpers/project-copy.js';
 
-// Each drift is planted in a copy of the project. The real `npm run contract:check` runs on the
+// Each drift is planted in a copy of the project, as built (test/helpers/project-copy.ts). The real `npm run contract:check` runs on the
 // untouched copy and on two drifts; the other drifts go through the one check that catches them.
-
-/** What contract:check reads and builds from; node_modules is linked, not copied. */
-const PROJECT_FILES = [
-  '.redocly.lint-ignore.yaml',
-  'openapi.yaml',
-  'generated',
-  'contracts',
-  'redocly.yaml',
-  'package.json',
-  'tsconfig.json',
-  'src',
-  'scripts',
-  'clients',
-];
-
-function copyProject(t: Teardown): string {
-  const root = mkdtempSync(join(tmpdir(), 'petstore-contract-check-'));
-  t.teardown(() => rmSync(root, { recursive: true, force: true }));
-  for (const name of PROJECT_FILES.filter((file) => existsSync(join(projectRoot, file)))) {
-    cpSync(join(projectRoot, name), join(root, name), { recursive: true });
-  }
-  symlinkSync(join(projectRoot, 'node_modules'), join(root, 'node_modules'), 'dir');
-  return root;
-}
 
 /** Edits the copy's openapi.yaml and returns the contract as loaded from it. */
 async function plant(root: string, edit: (document: Document) => void): Promise<Contract> {
@@ -67,7 +42,7 @@ const committed = await loadContract(join(projectRoot, 'openapi.yaml'));
 /** The release a change is checked against: the newest of the contract's major version. */
 const newest = `v${(newestRelease(projectRoot, 1)?.version ?? []).join('.')}`;
 
-// Building a copy of the project and running Redocly a dozen times takes a while on a busy machine.
+// Type-checking a copy of the project and running Redocly a dozen times takes a while on a busy machine.
 t.setTimeout(240_000);
 
 t.test('npm run contract:check passes an untouched copy and names each drift with its fix', async (t) => {

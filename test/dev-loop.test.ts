@@ -1,37 +1,20 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { parse } from 'yaml';
 import { freePort } from '../scripts/local-servers.js';
-import { projectRoot } from '../src/contract/paths.js';
-import { temporaryDirectory } from './helpers/api.js';
 import { contract as projectContract } from './helpers/contract.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
+import { copyProject } from './helpers/project-copy.js';
 
 // The contract-first loop, end to end (docs/contract.md): in a copy of the project, `npm run dev`
 // serves an operation the moment it is added to openapi.yaml, from its examples; `npm run build`
 // refuses it until it has a handler; the handler, once written, is served; `npm run contract:check`
 // refuses it until a test sees its responses, then passes; an edited example is served. The copy
-// shares node_modules and starts from this build's dist/.
-
-/** What the project is made of: everything but node_modules, data and test output. */
-const PROJECT_ENTRIES = [
-  'dist',
-  'generated',
-  'clients',
-  'contracts',
-  'scripts',
-  'src',
-  'test',
-  'openapi.yaml',
-  'redocly.yaml',
-  '.redocly.lint-ignore.yaml',
-  'package.json',
-  'tsconfig.json',
-];
+// shares node_modules and starts from this build's dist/ (test/helpers/project-copy.ts).
 
 const { method, operationId } = NEW_OPERATION;
 
@@ -114,14 +97,12 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
   }
 }
 
-// Three full type checks (dev's first, the build's, contract:check's) and contract:check itself,
-// twice, on a shared 2-core machine.
+// Three type checks (dev's, the build's, contract:check's: incremental, but the new operation's
+// types reach most of the program) and contract:check itself, twice, on a shared 2-core machine.
 t.setTimeout(480_000);
 
 t.test('npm run dev serves a new operation from the contract, then its handler', async (t) => {
-  const copy = temporaryDirectory(t);
-  for (const entry of PROJECT_ENTRIES) cpSync(join(projectRoot, entry), join(copy, entry), { recursive: true });
-  symlinkSync(join(projectRoot, 'node_modules'), join(copy, 'node_modules'), 'dir');
+  const copy = copyProject(t);
   mkdirSync(join(copy, 'data'));
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
