@@ -4,7 +4,8 @@
  *
  *   npm test                          build, the suites on SQLite, again on PostgreSQL,
  *                                     contract:check, lint, format:check
- *   npm test -- test/pets.test.ts     build, then those files on both backends: the fast subset
+ *   npm test -- test/pets.test.ts     build, then those files on both backends, lint and
+ *                                     format:check: the fast subset
  *   npm run test:postgres             build, then the suites on PostgreSQL alone
  *
  * One PostgreSQL serves the whole run: started here, named to every suite in TEST_DATABASE_URL,
@@ -155,10 +156,15 @@ function plan(args: string[]): Step[] {
     const both = files.filter(runsOnPostgres);
     for (const file of files.filter((file) => !runsOnPostgres(file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
+    // Lint and format beside the files: a style slip would otherwise first fail the full run.
     return [
       build,
-      suites('tap on SQLite', 'sqlite', { files }),
-      ...(both.length === 0 ? [] : [onPostgres({ files: both })]),
+      [
+        suites('tap on SQLite', 'sqlite', { files }),
+        ...(both.length === 0 ? [] : [onPostgres({ files: both })]),
+        npmRun('lint'),
+        npmRun('format:check'),
+      ],
     ];
   }
   return [
