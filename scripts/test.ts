@@ -10,12 +10,8 @@
  *
  * One PostgreSQL serves the whole run: started here, named to every suite in TEST_DATABASE_URL,
  * on which each test creates a database of its own (test/helpers/postgres.ts); suites that stop and
- * start a server start their own. In a full run the suites on PostgreSQL, lint and format:check run
- * beside the suites on SQLite, whose longest files would otherwise leave the cores idle for their
- * last minutes; the suites that measure a server under load then run alone, and contract:check,
- * which reads what every suite saw, last. tap runs TEST_JOBS files at once (default: two per core,
- * as much of a file's time is spent waiting on its servers and child processes), and half as many
- * more on PostgreSQL beside them.
+ * start a server start their own. tap runs TEST_JOBS files at once (default: two per core, as
+ * much of a file's time is spent waiting on its servers and child processes).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
@@ -50,27 +46,14 @@ const NOT_ON_POSTGRES = [
  */
 const ALONE = ['balancer', 'deploy', 'overload'];
 
-/**
- * The files that take longest (each copies the project and runs tsc, Redocly and contract:check
- * several times): in a run of their own, started with the others rather than when tap's
- * alphabetical order reaches them, since the run cannot end before they do.
- */
-const LONGEST = ['contract-check', 'dev-loop'];
-
 const JOBS = Number(process.env.TEST_JOBS ?? availableParallelism() * 2);
-
-/** Where a stage's output goes: this terminal, or held until the stage on the terminal is done. */
-type Output = 'terminal' | { held: string[] };
 
 interface Stage {
   name: string;
-  run: (output: Output) => Promise<boolean>;
+  run: () => Promise<boolean>;
   /** A tap run: it needs the build and the run's PostgreSQL. */
   suites?: true;
 }
-
-/** What the run does, in order: a stage, or stages run at once (the first on the terminal). */
-type Step = Stage | Stage[];
 
 interface Verdict {
   name: string;
@@ -81,56 +64,38 @@ interface Verdict {
 
 const say = (line: string) => process.stdout.write(`[npm test] ${line}\n`);
 
-/** Runs a command; true when it exits 0. */
-function command(program: string, args: string[], env: NodeJS.ProcessEnv = {}): Stage['run'] {
-  return (output) =>
+/** Runs a command on this terminal; true when it exits 0. */
+function command(program: string, args: string[], env: NodeJS.ProcessEnv = {}): () => Promise<boolean> {
+  return () =>
     new Promise((resolve) => {
-      const child = spawn(program, args, {
-        cwd: projectRoot,
-        stdio: output === 'terminal' ? 'inherit' : ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, ...env },
-      });
-      if (output !== 'terminal') {
-        child.stdout?.on('data', (chunk: Buffer) => output.held.push(chunk.toString()));
-        child.stderr?.on('data', (chunk: Buffer) => output.held.push(chunk.toString()));
-      }
+      const child = spawn(program, args, { cwd: projectRoot, stdio: 'inherit', env: { ...process.env, ...env } });
       child.on('error', (error) => {
-        const line = `${program}: ${error.message}`;
-        if (output === 'terminal') say(line);
-        else output.held.push(`[npm test] ${line}\n`);
+        say(`${program}: ${error.message}`);
         resolve(false);
       });
-      child.on('close', (code) => resolve(code === 0));
+      child.on('exit', (code) => resolve(code === 0));
     });
 }
 
 const npmRun = (script: string): Stage => ({ name: script, run: command('npm', ['run', '-s', script]) });
 
-/** A tap run: of `files`, or of every suite but those `exclude` names; `jobs` files at once. */
-function suites(
-  name: string,
-  backend: 'sqlite' | 'postgres',
-  { files = [], exclude = [], jobs = JOBS }: { files?: string[]; exclude?: string[]; jobs?: number },
-): Stage {
+function suites(backend: 'sqlite' | 'postgres', files: string[], jobs = JOBS): Stage {
+  const notHere = backend === 'postgres' ? NOT_ON_POSTGRES : files.length === 0 ? ALONE : [];
+  const exclude = notHere.length === 0 ? [] : [`--exclude=dist/test/{${notHere.join(',')}}.test.js`];
   return {
-    name,
+    name: `tap on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}${jobs === 1 ? ', one file at a time' : ''}`,
     // Without coverage: nothing reads it (allow-incomplete-coverage), and collecting it costs a
     // sixth of the suites' CPU time. `npx tap` still collects it.
     run: command(
       join(projectRoot, 'node_modules', '.bin', 'tap'),
-      [
-        `--jobs=${jobs}`,
-        '--disable-coverage',
-        ...(exclude.length === 0 ? [] : [`--exclude=dist/test/{${exclude.join(',')}}.test.js`]),
-        ...files,
-      ],
-      { PETSTORE_TEST_BACKEND: backend },
+      [`--jobs=${jobs}`, '--disable-coverage', ...exclude, ...files],
+      {
+        PETSTORE_TEST_BACKEND: backend,
+      },
     ),
     suites: true,
   };
 }
-
-const compiled = (names: string[]) => names.map((name) => `dist/test/${name}.test.js`);
 
 /** `test/pets.test.ts` (or `dist/test/pets.test.js`) as tap runs it: `dist/test/pets.test.js`. */
 function compiledTest(file: string): string {
@@ -145,39 +110,36 @@ function runsOnPostgres(file: string): boolean {
   return !NOT_ON_POSTGRES.some((pattern) => new RegExp(`^${pattern.replace('*', '.*')}$`).test(name));
 }
 
-/** The steps the command line asks for. */
-function plan(args: string[]): Step[] {
+/** The stages the command line asks for. */
+function plan(args: string[]): Stage[] {
   const build = npmRun('build');
-  const onPostgres = (options: { files?: string[]; jobs?: number }) =>
-    suites('tap on PostgreSQL', 'postgres', { exclude: NOT_ON_POSTGRES, ...options });
-  if (args.length === 1 && args[0] === '--postgres') return [build, onPostgres({})];
+  if (args.length === 1 && args[0] === '--postgres') return [build, suites('postgres', [])];
   if (args.length > 0) {
     const files = args.map(compiledTest);
-    const both = files.filter(runsOnPostgres);
+    const onPostgres = files.filter(runsOnPostgres);
     for (const file of files.filter((file) => !runsOnPostgres(file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
-    // Lint and format beside the files: a style slip would otherwise first fail the full run.
+    // Lint and format too: a style slip would otherwise first fail the full run.
     return [
       build,
-      [
-        suites('tap on SQLite', 'sqlite', { files }),
-        ...(both.length === 0 ? [] : [onPostgres({ files: both })]),
-        npmRun('lint'),
-        npmRun('format:check'),
-      ],
+      suites('sqlite', files),
+      ...(onPostgres.length === 0 ? [] : [suites('postgres', onPostgres)]),
+      npmRun('lint'),
+      npmRun('format:check'),
     ];
   }
   return [
     build,
-    [
-      suites('tap on SQLite', 'sqlite', { exclude: [...ALONE, ...LONGEST] }),
-      suites('tap on SQLite, the longest files', 'sqlite', { files: compiled(LONGEST), jobs: LONGEST.length }),
-      onPostgres({ jobs: Math.max(1, Math.round(JOBS / 2)) }),
-      npmRun('lint'),
-      npmRun('format:check'),
-    ],
-    suites('tap on SQLite, one file at a time', 'sqlite', { files: compiled(ALONE), jobs: 1 }),
+    suites('sqlite', []),
+    suites(
+      'sqlite',
+      ALONE.map((name) => `dist/test/${name}.test.js`),
+      1,
+    ),
+    suites('postgres', []),
     npmRun('contract:check'),
+    npmRun('lint'),
+    npmRun('format:check'),
   ];
 }
 
@@ -199,102 +161,55 @@ async function sharedPostgres(): Promise<() => Promise<void>> {
   }
 }
 
-/**
- * tap builds its Test class with the plugins package.json names, rebuilding it when they differ
- * (as on the first run after `npm ci`, which installs its defaults); but that first run still
- * starts every file with the old build's loaders, TypeScript's among them (most of a second of CPU
- * a file), and two runs at once would both rebuild. So it is rebuilt here, once, when needed.
- */
-async function tapBuilt(): Promise<boolean> {
-  let why: string;
-  try {
-    const [{ TapConfig }, { signature }] = await Promise.all([import('@tapjs/config'), import('@tapjs/test')]);
-    if ((await TapConfig.load()).pluginSignature === signature) return true;
-    why = 'was built with other plugins than package.json names';
-  } catch (error) {
-    why = `could not be compared with package.json (${String(error)})`;
-  }
-  say(`tap's Test class ${why}: tap build ...`);
-  return command(join(projectRoot, 'node_modules', '.bin', 'tap'), ['build'])('terminal');
-}
-
-const seconds = (since: number) => (performance.now() - since) / 1000;
-
-async function runStages(steps: Step[]): Promise<Verdict[]> {
+async function runStages(stages: Stage[]): Promise<Verdict[]> {
   // The log of the responses the suites see, which contract:check reads (scripts/contract-check/responses.ts).
   const responseLog = join(projectRoot, 'dist', 'test-responses.log');
   process.env.PETSTORE_RESPONSE_LOG = responseLog;
-  const verdicts = new Map<Stage, Verdict>();
-  // Both started while the build runs: the suites need them, the build does not.
-  const anySuites = steps.flat().some(({ suites }) => suites);
-  const postgres = anySuites ? sharedPostgres() : undefined;
-  const tapReady = anySuites ? tapBuilt() : undefined;
-  const removePostgres = async () => (await postgres)?.();
-  /** Whether the build passed: the suites need it. */
-  const build = { passed: true };
-  const interrupted = () => void removePostgres().finally(() => process.exit(130));
+  const verdicts: Verdict[] = [];
+  let removePostgres: (() => Promise<void>) | undefined;
+  let built = true;
+  const interrupted = () => void removePostgres?.().finally(() => process.exit(130));
   process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
-
-  /** Runs one stage, its output on the terminal or held; says its verdict (after what it held). */
-  async function runStage(stage: Stage, output: Output): Promise<Verdict> {
-    if (stage.suites && !build.passed)
-      return { name: stage.name, outcome: 'skipped', seconds: 0, note: 'the build failed' };
-    if (stage.suites && !(await tapReady))
-      return { name: stage.name, outcome: 'skipped', seconds: 0, note: 'tap build failed' };
-    // TEST_DATABASE_URL, which the suites' processes inherit, is set once it has started.
-    if (stage.suites) await postgres;
-    const started = performance.now();
-    const passed = await stage.run(output);
-    if (stage.name === 'build') {
-      build.passed = passed;
-      rmSync(responseLog, { force: true });
-    }
-    return { name: stage.name, outcome: passed ? 'ok' : 'FAILED', seconds: seconds(started) };
-  }
-  const sayVerdict = ({ name, outcome, seconds, note }: Verdict) =>
-    say(`${name}: ${outcome}${outcome === 'skipped' ? '' : ` in ${seconds.toFixed(1)} s`}${note ? ` (${note})` : ''}`);
-
   try {
-    for (const step of steps) {
-      const [onTerminal, ...beside] = Array.isArray(step) ? step : [step];
-      if (onTerminal === undefined) continue;
-      for (const stage of beside)
-        say(`${stage.name} ... (beside ${onTerminal.name}: what it prints follows once that is done)`);
-      const held = beside.map((stage) => {
-        const output = { held: [] as string[] };
-        return { stage, output, verdict: runStage(stage, output) };
-      });
-      say(`${onTerminal.name} ...`);
-      const verdict = await runStage(onTerminal, 'terminal');
-      sayVerdict(verdict);
-      verdicts.set(onTerminal, verdict);
-      for (const { stage, output, verdict } of held) {
-        const done = await verdict;
-        say(`${stage.name}: what it printed`);
-        process.stdout.write(output.held.join(''));
-        sayVerdict(done);
-        verdicts.set(stage, done);
+    for (const stage of stages) {
+      if (stage.suites && !built) {
+        verdicts.push({ name: stage.name, outcome: 'skipped', seconds: 0, note: 'the build failed' });
+        continue;
       }
+      if (stage.suites) removePostgres ??= await sharedPostgres();
+      say(`${stage.name} ...`);
+      const started = performance.now();
+      const passed = await stage.run();
+      if (stage.name === 'build') {
+        built = passed;
+        rmSync(responseLog, { force: true });
+      }
+      const verdict: Verdict = {
+        name: stage.name,
+        outcome: passed ? 'ok' : 'FAILED',
+        seconds: (performance.now() - started) / 1000,
+      };
+      say(`${stage.name}: ${verdict.outcome} in ${verdict.seconds.toFixed(1)} s`);
+      verdicts.push(verdict);
     }
   } finally {
-    await removePostgres();
+    await removePostgres?.();
   }
-  // In the order of the plan's stages.
-  return steps.flat().flatMap((stage) => verdicts.get(stage) ?? []);
+  return verdicts;
 }
 
 const started = performance.now();
-let steps: Step[];
+let stages: Stage[];
 try {
-  steps = plan(process.argv.slice(2));
+  stages = plan(process.argv.slice(2));
 } catch (error) {
   say(error instanceof Error ? error.message : String(error));
   process.exit(2);
 }
-const verdicts = await runStages(steps);
+const verdicts = await runStages(stages);
 const failed = verdicts.filter(({ outcome }) => outcome !== 'ok').length;
 say(
-  `${failed === 0 ? 'passed' : `${failed} of ${verdicts.length} stages did not pass`}, in ${seconds(started).toFixed(1)} s:`,
+  `${failed === 0 ? 'passed' : `${failed} of ${verdicts.length} stages did not pass`}, in ${((performance.now() - started) / 1000).toFixed(1)} s:`,
 );
 const width = Math.max(...verdicts.map(({ name }) => name.length));
 for (const { name, outcome, seconds, note } of verdicts)
