@@ -1,35 +1,40 @@
 /**
- * `npm test`: runs every stage, says each one's verdict and time as it ends and all of them at the
- * end, and fails at the end if any failed (a failing suite still lets lint say its piece).
+ * `npm test`: runs every stage, says each file's verdict as it ends and every stage's at the end,
+ * and fails at the end if any failed (a failing suite still lets lint say its piece).
  *
- *   npm test                          build, the suites on SQLite, again on PostgreSQL,
- *                                     contract:check, lint, format:check
- *   npm test -- test/pets.test.ts     build, then those files on both backends, lint and
+ *   npm test                          the build; then, TEST_JOBS at a time, the suites on SQLite
+ *                                     and again on PostgreSQL, lint and format:check; the suites
+ *                                     that measure load, alone; contract:check
+ *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint and
  *                                     format:check: the fast subset
- *   npm run test:postgres             build, then the suites on PostgreSQL alone
+ *   npm run test:postgres             the build, then the suites on PostgreSQL alone
  *
- * One PostgreSQL serves the whole run: started here, named to every suite in TEST_DATABASE_URL,
- * on which each test creates a database of its own (test/helpers/postgres.ts); suites that stop and
- * start a server start their own. tap runs TEST_JOBS files at once (default: two per core, as
- * much of a file's time is spent waiting on its servers and child processes).
+ * Each test file runs as `node dist/test/x.test.js` (scripts/test/pool.ts says why not under
+ * tap's runner); a failing file's whole output is printed when it ends. One PostgreSQL serves the
+ * whole run: started here, named to every suite in TEST_DATABASE_URL, on which each test creates a
+ * database of its own (test/helpers/postgres.ts); suites that stop and start a server start their
+ * own. TEST_JOBS defaults to two per core, as much of a file's time is spent waiting on its
+ * servers and child processes.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { projectRoot } from '../src/contract/paths.js';
 import { startEmbeddedPostgres } from './local-servers.js';
+import { type Job, type Outcome, runPool, stopAll } from './test/pool.js';
 
 /**
  * The suites that do not run the API on the backend under test, so not again on PostgreSQL: tools
- * (bench-*, contract*, dev-*), the docs page in a browser, configuration parsing; those that start
- * the PostgreSQL and Redis they need (balancer, deploy, multi-instance, redis-*); and overload, whose
- * SQLite storage holds the event loop inside its synchronous calls, which is what it tests.
+ * (bench-*, contract*, dev-*), the packed client (client-package), the docs page in a browser,
+ * configuration parsing; those that start the PostgreSQL and Redis they need (balancer, deploy,
+ * multi-instance, redis-*); and overload, whose SQLite storage holds the event loop inside its
+ * synchronous calls, which is what it tests.
  */
 const NOT_ON_POSTGRES = [
   'balancer',
   'bench-*',
   'browser',
+  'client-package',
   'config',
   'contract*',
   'deploy',
@@ -48,11 +53,14 @@ const ALONE = ['balancer', 'deploy', 'overload'];
 
 const JOBS = Number(process.env.TEST_JOBS ?? availableParallelism() * 2);
 
+type Backend = 'sqlite' | 'postgres';
+const ON: Record<Backend, string> = { sqlite: 'on SQLite', postgres: 'on PostgreSQL' };
+
+/** A step of the run: its jobs run `parallel` at a time; each job belongs to one verdict (`group`). */
+type GroupedJob = Job & { group: string };
 interface Stage {
-  name: string;
-  run: () => Promise<boolean>;
-  /** A tap run: it needs the build and the run's PostgreSQL. */
-  suites?: true;
+  jobs: GroupedJob[];
+  parallel: number;
 }
 
 interface Verdict {
@@ -64,82 +72,71 @@ interface Verdict {
 
 const say = (line: string) => process.stdout.write(`[npm test] ${line}\n`);
 
-/** Runs a command on this terminal; true when it exits 0. */
-function command(program: string, args: string[], env: NodeJS.ProcessEnv = {}): () => Promise<boolean> {
-  return () =>
-    new Promise((resolve) => {
-      const child = spawn(program, args, { cwd: projectRoot, stdio: 'inherit', env: { ...process.env, ...env } });
-      child.on('error', (error) => {
-        say(`${program}: ${error.message}`);
-        resolve(false);
-      });
-      child.on('exit', (code) => resolve(code === 0));
-    });
+const npmRun = (script: string) => ({ group: script, name: script, program: 'npm', args: ['run', '-s', script] });
+
+const TEST_DIRECTORY = join(projectRoot, 'dist', 'test');
+
+/** Every compiled test file, as dist/test/pets.test.js. */
+function allTestFiles(): string[] {
+  return readdirSync(TEST_DIRECTORY)
+    .filter((name) => name.endsWith('.test.js'))
+    .sort()
+    .map((name) => `dist/test/${name}`);
 }
 
-const npmRun = (script: string): Stage => ({ name: script, run: command('npm', ['run', '-s', script]) });
+const nameOf = (file: string) => basename(file).replace(/\.test\.js$/, '');
+const matches = (patterns: string[], file: string) =>
+  patterns.some((pattern) => new RegExp(`^${pattern.replace('*', '.*')}$`).test(nameOf(file)));
 
-function suites(backend: 'sqlite' | 'postgres', files: string[], jobs = JOBS): Stage {
-  const notHere = backend === 'postgres' ? NOT_ON_POSTGRES : files.length === 0 ? ALONE : [];
-  const exclude = notHere.length === 0 ? [] : [`--exclude=dist/test/{${notHere.join(',')}}.test.js`];
+function fileJob(file: string, backend: Backend, group = `suites ${ON[backend]}`) {
   return {
-    name: `tap on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}${jobs === 1 ? ', one file at a time' : ''}`,
-    // Without coverage: nothing reads it (allow-incomplete-coverage), and collecting it costs a
-    // sixth of the suites' CPU time. `npx tap` still collects it.
-    run: command(
-      join(projectRoot, 'node_modules', '.bin', 'tap'),
-      [`--jobs=${jobs}`, '--disable-coverage', ...exclude, ...files],
-      {
-        PETSTORE_TEST_BACKEND: backend,
-      },
-    ),
-    suites: true,
+    group,
+    name: `${basename(file)} ${ON[backend]}`,
+    program: process.execPath,
+    args: ['--enable-source-maps', file],
+    // tap's limit for each test of a file that sets none (the runner's `timeout` in package.json).
+    env: { PETSTORE_TEST_BACKEND: backend, TAP_TIMEOUT: '120' },
+    weight: statSync(join(projectRoot, file)).size,
   };
 }
 
-/** `test/pets.test.ts` (or `dist/test/pets.test.js`) as tap runs it: `dist/test/pets.test.js`. */
+/** The files on SQLite, and those that run on PostgreSQL again there. */
+const onBothBackends = (files: string[]) => [
+  ...files.map((file) => fileJob(file, 'sqlite')),
+  ...files.filter((file) => !matches(NOT_ON_POSTGRES, file)).map((file) => fileJob(file, 'postgres')),
+];
+
+/** `test/pets.test.ts` (or `dist/test/pets.test.js`) as it is run: `dist/test/pets.test.js`. */
 function compiledTest(file: string): string {
-  const source = file.replace(/^(\.\/)?(dist\/)?/, '').replace(/\.js$/, '.ts');
-  if (!/^test\/.*\.test\.ts$/.test(source) || !existsSync(join(projectRoot, source)))
+  const compiled = `dist/test/${basename(file).replace(/\.ts$/, '.js')}`;
+  if (!allTestFiles().includes(compiled))
     throw new Error(`${file} is not a test file (name them as test/pets.test.ts)`);
-  return `dist/${source.replace(/\.ts$/, '.js')}`;
+  return compiled;
 }
 
-function runsOnPostgres(file: string): boolean {
-  const name = /([^/]+)\.test\.js$/.exec(file)?.[1] ?? '';
-  return !NOT_ON_POSTGRES.some((pattern) => new RegExp(`^${pattern.replace('*', '.*')}$`).test(name));
-}
-
-/** The stages the command line asks for. */
+/** The stages after the build that the command line asks for. */
 function plan(args: string[]): Stage[] {
-  const build = npmRun('build');
-  if (args.length === 1 && args[0] === '--postgres') return [build, suites('postgres', [])];
+  if (args.length === 1 && args[0] === '--postgres') {
+    const files = allTestFiles().filter((file) => !matches(NOT_ON_POSTGRES, file));
+    return [{ jobs: files.map((file) => fileJob(file, 'postgres')), parallel: JOBS }];
+  }
+  // Lint and format beside the suites: a style slip would otherwise first fail the full run.
+  const checks = [npmRun('lint'), npmRun('format:check')];
   if (args.length > 0) {
     const files = args.map(compiledTest);
-    const onPostgres = files.filter(runsOnPostgres);
-    for (const file of files.filter((file) => !runsOnPostgres(file)))
+    for (const file of files.filter((file) => matches(NOT_ON_POSTGRES, file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
-    // Lint and format too: a style slip would otherwise first fail the full run.
-    return [
-      build,
-      suites('sqlite', files),
-      ...(onPostgres.length === 0 ? [] : [suites('postgres', onPostgres)]),
-      npmRun('lint'),
-      npmRun('format:check'),
-    ];
+    return [{ jobs: [...onBothBackends(files), ...checks], parallel: JOBS }];
   }
+  const files = allTestFiles();
   return [
-    build,
-    suites('sqlite', []),
-    suites(
-      'sqlite',
-      ALONE.map((name) => `dist/test/${name}.test.js`),
-      1,
-    ),
-    suites('postgres', []),
-    npmRun('contract:check'),
-    npmRun('lint'),
-    npmRun('format:check'),
+    { jobs: [...onBothBackends(files.filter((file) => !matches(ALONE, file))), ...checks], parallel: JOBS },
+    {
+      jobs: files.filter((file) => matches(ALONE, file)).map((file) => fileJob(file, 'sqlite', 'alone, one at a time')),
+      parallel: 1,
+    },
+    // Last: it reads the log of every response the suites saw.
+    { jobs: [npmRun('contract:check')], parallel: 1 },
   ];
 }
 
@@ -161,36 +158,70 @@ async function sharedPostgres(): Promise<() => Promise<void>> {
   }
 }
 
+/** One line per job as it ends; a failing job's whole output with it. */
+function report(outcome: Outcome<GroupedJob>): void {
+  const { job, passed, seconds, assertions, output } = outcome;
+  const counted =
+    assertions === undefined
+      ? ''
+      : `  (${assertions.total} assertions${assertions.failed > 0 ? `, ${assertions.failed} failed` : ''})`;
+  say(`${passed ? 'ok    ' : 'FAILED'} ${seconds.toFixed(1).padStart(6)} s  ${job.name}${counted}`);
+  if (!passed) process.stdout.write(`${output.trimEnd()}\n[npm test] (end of ${job.name})\n`);
+}
+
+/** A stage's verdicts, one per group: from its first job's start to its last one's end. */
+function verdictsOf(stage: Stage, outcomes: Outcome<GroupedJob>[]): Verdict[] {
+  const groups = [...new Set(stage.jobs.map(({ group }) => group))];
+  return groups.map((group) => {
+    const mine = outcomes.filter(({ job }) => job.group === group);
+    const start = Math.min(...mine.map(({ started }) => started));
+    const end = Math.max(...mine.map(({ started, seconds }) => started + seconds * 1000));
+    const failed = mine.filter(({ passed }) => !passed).length;
+    const assertions = mine.reduce((sum, { assertions }) => sum + (assertions?.total ?? 0), 0);
+    const files =
+      mine.length === 1 && assertions === 0
+        ? undefined
+        : `${mine.length} file${mine.length === 1 ? '' : 's'}, ${assertions} assertions`;
+    const note = [files, failed > 0 ? `${failed} failed` : undefined].filter(Boolean).join(', ');
+    return {
+      name: group,
+      outcome: failed === 0 ? 'ok' : 'FAILED',
+      seconds: (end - start) / 1000,
+      ...(note === '' ? {} : { note }),
+    };
+  });
+}
+
 async function runStages(stages: Stage[]): Promise<Verdict[]> {
   // The log of the responses the suites see, which contract:check reads (scripts/contract-check/responses.ts).
   const responseLog = join(projectRoot, 'dist', 'test-responses.log');
   process.env.PETSTORE_RESPONSE_LOG = responseLog;
-  const verdicts: Verdict[] = [];
   let removePostgres: (() => Promise<void>) | undefined;
-  let built = true;
-  const interrupted = () => void removePostgres?.().finally(() => process.exit(130));
+  const interrupted = () => {
+    stopAll();
+    void removePostgres?.().finally(() => process.exit(130));
+  };
   process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
+  const build = npmRun('build');
+  say('build ...');
+  const [built] = await runPool([build], 1, report);
+  const verdicts = verdictsOf({ jobs: [build], parallel: 1 }, built ? [built] : []);
+  if (!built?.passed) {
+    const skipped = stages.flatMap(({ jobs }) => [...new Set(jobs.map(({ group }) => group))]);
+    return [
+      ...verdicts,
+      ...skipped.map((name) => ({ name, outcome: 'skipped' as const, seconds: 0, note: 'the build failed' })),
+    ];
+  }
+  rmSync(responseLog, { force: true });
   try {
+    removePostgres = await sharedPostgres();
     for (const stage of stages) {
-      if (stage.suites && !built) {
-        verdicts.push({ name: stage.name, outcome: 'skipped', seconds: 0, note: 'the build failed' });
-        continue;
-      }
-      if (stage.suites) removePostgres ??= await sharedPostgres();
-      say(`${stage.name} ...`);
-      const started = performance.now();
-      const passed = await stage.run();
-      if (stage.name === 'build') {
-        built = passed;
-        rmSync(responseLog, { force: true });
-      }
-      const verdict: Verdict = {
-        name: stage.name,
-        outcome: passed ? 'ok' : 'FAILED',
-        seconds: (performance.now() - started) / 1000,
-      };
-      say(`${stage.name}: ${verdict.outcome} in ${verdict.seconds.toFixed(1)} s`);
-      verdicts.push(verdict);
+      const groups = [...new Set(stage.jobs.map(({ group }) => group))];
+      say(
+        `${groups.join(', ')}: ${stage.jobs.length} job${stage.jobs.length === 1 ? '' : 's'}, ${stage.parallel} at a time ...`,
+      );
+      verdicts.push(...verdictsOf(stage, await runPool(stage.jobs, stage.parallel, report)));
     }
   } finally {
     await removePostgres?.();

@@ -1,0 +1,134 @@
+/**
+ * Runs the test files (and the other checks of `npm test`) a few at a time, each as its own
+ * `node dist/test/x.test.js`, and collects each one's verdict and output.
+ *
+ * Not `tap`'s runner: it puts @tapjs/processinfo in the NODE_OPTIONS of every test file, so every
+ * process a test starts (a server, npm, tsc, eslint) loads it too, which doubled the suites' CPU
+ * time (cli.test: 33.7 s of CPU under tap, 18.0 s run directly). The files are still tap tests
+ * and print TAP; a file passes when it exits 0.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { projectRoot } from '../../src/contract/paths.js';
+
+export interface Job {
+  /** What the report calls it: `pets.test.js on PostgreSQL`, `lint`. */
+  name: string;
+  program: string;
+  args: string[];
+  env?: NodeJS.ProcessEnv;
+  /** Which goes first when no run has timed it (a fresh clone): the larger. */
+  weight?: number;
+}
+
+export interface Outcome<J extends Job = Job> {
+  job: J;
+  passed: boolean;
+  /** When it started, on performance.now()'s clock, and how long it ran. */
+  started: number;
+  seconds: number;
+  /** From a test file's last line, `# { total: 98, pass: 98 }`. */
+  assertions?: { total: number; failed: number };
+  /** Everything it printed, stdout and stderr in the order they came. */
+  output: string;
+}
+
+/** A file that hangs past every test's own timeout is stopped (tap's per-test limit is TAP_TIMEOUT). */
+const JOB_TIMEOUT_MS = 15 * 60_000;
+
+/** What the last run took per job: the longest go first, so that no long one starts last. */
+const TIMES_FILE = join(projectRoot, 'dist', 'test-times.json');
+
+const running = new Set<number>();
+
+/** Stops every job still running (and what it started): for an interrupted `npm test`. */
+export function stopAll(): void {
+  for (const pid of running) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    // Its own process group, so that a hung file is stopped with every server it started.
+    const child = spawn(job.program, job.args, {
+      cwd: projectRoot,
+      env: { ...process.env, ...job.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const pid = child.pid;
+    if (pid !== undefined) running.add(pid);
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const timer = setTimeout(() => {
+      chunks.push(Buffer.from(`\n[npm test] stopped after ${JOB_TIMEOUT_MS / 60_000} minutes\n`));
+      if (pid !== undefined) process.kill(-pid, 'SIGKILL');
+    }, JOB_TIMEOUT_MS);
+    const finish = (passed: boolean, note = '') => {
+      clearTimeout(timer);
+      if (pid !== undefined) running.delete(pid);
+      const output = Buffer.concat(chunks).toString() + note;
+      resolve({
+        job,
+        passed,
+        started,
+        seconds: (performance.now() - started) / 1000,
+        output,
+        ...assertionsIn(output),
+      });
+    };
+    child.on('error', (error) => finish(false, `\n${job.program}: ${error.message}\n`));
+    child.on('close', (code) => finish(code === 0));
+  });
+}
+
+function assertionsIn(output: string): Pick<Outcome, 'assertions'> {
+  const summary = [...output.matchAll(/^# \{ total: (\d+).*\}$/gm)].at(-1);
+  if (summary === undefined) return {};
+  return { assertions: { total: Number(summary[1]), failed: Number(/\bfail: (\d+)/.exec(summary[0])?.[1] ?? 0) } };
+}
+
+function lastTimes(): Record<string, number> {
+  try {
+    return existsSync(TIMES_FILE) ? (JSON.parse(readFileSync(TIMES_FILE, 'utf8')) as Record<string, number>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Runs the jobs, `parallel` at a time, the longest by the last run first (one it has not timed
+ * before them, the heavier first); `onDone` hears of each as it ends. Records the times for the next run.
+ */
+export async function runPool<J extends Job>(
+  jobs: J[],
+  parallel: number,
+  onDone: (outcome: Outcome<J>) => void,
+): Promise<Outcome<J>[]> {
+  const times = lastTimes();
+  const queue = [...jobs].sort(
+    (a, b) => (times[b.name] ?? Infinity) - (times[a.name] ?? Infinity) || (b.weight ?? 0) - (a.weight ?? 0),
+  );
+  const outcomes: Outcome<J>[] = [];
+  const worker = async () => {
+    for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
+      const outcome = await runJob(job);
+      outcomes.push(outcome);
+      onDone(outcome);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, parallel) }, worker));
+  writeFileSync(
+    TIMES_FILE,
+    JSON.stringify({ ...times, ...Object.fromEntries(outcomes.map(({ job, seconds }) => [job.name, seconds])) }),
+  );
+  return outcomes;
+}
