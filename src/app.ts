@@ -23,7 +23,7 @@ import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { overloadedError } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
-import { compileValidator, validateEveryQueryString } from './plugins/validation.js';
+import { compileValidator, validateEveryQueryString, validationFailure } from './plugins/validation.js';
 import { RequestLog, requestLogger } from './plugins/request-log.js';
 import { adaptNodeServer } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
@@ -210,6 +210,7 @@ export async function buildApp({
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
+    schemaErrorFormatter: validationFailure,
   });
 
   // @fastify/otel first: it instruments the routes and hooks added after it.
