@@ -25,6 +25,7 @@ import overload, { overloadedError } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString, validationFailure } from './plugins/validation.js';
 import { RequestLog, requestLogger } from './plugins/request-log.js';
+import { serializerFactory } from './plugins/serialization.js';
 import { adaptNodeServer } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
@@ -209,7 +210,9 @@ export async function buildApp({
     frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
-    schemaController: { compilersFactory: { buildValidator: contractValidatorFactory } },
+    schemaController: {
+      compilersFactory: { buildValidator: contractValidatorFactory, buildSerializer: serializerFactory },
+    },
     schemaErrorFormatter: validationFailure,
   });
 

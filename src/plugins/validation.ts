@@ -3,6 +3,7 @@ import type { FastifyRouteSchemaDef, FastifyValidationResult } from 'fastify/typ
 import { Ajv2020, type ErrorObject, type Options, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { shown } from '../domain/errors.js';
+import { CompiledOnce } from './compile-once.js';
 
 const shared: Options = {
   // allErrors lets a hostile body cost time proportional to its size; the first error is enough.
@@ -213,26 +214,11 @@ function compileFresh({ schema, httpPart }: FastifyRouteSchemaDef<FastifySchema>
   return compileParameters(httpPart === 'headers' ? lowerCaseHeaderNames(schema) : schema);
 }
 
-/**
- * The validators compiled so far, by the part and the schema's JSON: a process that builds the app
- * more than once (the tests, `npm run dev` after each edit) compiles each schema once, Ajv's
- * compilation being a quarter of a build. Shared safely: a validator's `errors` are read at once.
- */
-const compiled = new Map<string, FastifyValidationResult>();
+/** Each validator compiled once per schema in a process (compile-once.ts); its `errors` are read at once, so sharing is safe. */
+const validators = new CompiledOnce<FastifyValidationResult>();
 
 export function compileValidator(definition: FastifyRouteSchemaDef<FastifySchema>): FastifyValidationResult {
-  let key: string;
-  try {
-    key = `${definition.httpPart ?? ''} ${JSON.stringify(definition.schema)}`;
-  } catch {
-    return compileFresh(definition);
-  }
-  let validator = compiled.get(key);
-  if (validator === undefined) {
-    validator = compileFresh(definition);
-    compiled.set(key, validator);
-  }
-  return validator;
+  return validators.get(definition.httpPart ?? '', definition.schema, () => compileFresh(definition));
 }
 
 /**
