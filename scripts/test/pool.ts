@@ -42,15 +42,18 @@ const TIMES_FILE = join(projectRoot, 'dist', 'test-times.json');
 
 const running = new Set<number>();
 
+/** Kills a job's process group: the file and every server it started. */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
 /** Stops every job still running (and what it started): for an interrupted `npm test`. */
 export function stopAll(): void {
-  for (const pid of running) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
+  for (const pid of running) killGroup(pid);
 }
 
 function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
@@ -70,7 +73,7 @@ function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
     child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
     const timer = setTimeout(() => {
       chunks.push(Buffer.from(`\n[npm test] stopped after ${JOB_TIMEOUT_MS / 60_000} minutes\n`));
-      if (pid !== undefined) process.kill(-pid, 'SIGKILL');
+      if (pid !== undefined) killGroup(pid);
     }, JOB_TIMEOUT_MS);
     const finish = (passed: boolean, note = '') => {
       clearTimeout(timer);
