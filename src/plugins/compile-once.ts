@@ -1,6 +1,6 @@
 /**
  * What fastify compiles from a schema (a validator, a serializer), kept by the schema's JSON: a
- * process that builds the app more than once (the tests, over a thousand times a run; `npm run dev`
+ * process that builds the app more than once (a test file, once a test; `npm run dev`
  * after each edit) compiles each schema once. Compilation was three fifths of a build.
  */
 export class CompiledOnce<T> {
