@@ -103,7 +103,7 @@ function onTypeCheck({ errors, changedScripts }: TypeCheck): void {
 }
 
 async function main(): Promise<void> {
-  // Serves at once what `npm run dev` compiled (tsc --noEmitOnError: the last good code); the
+  // Serves at once what `npm run dev` compiled (tsconfig.json's noEmitOnError: the last good code); the
   // type checker's first pass, which loads the whole program, comes after.
   const contractWatcher = watch(contractPath, { ignoreInitial: true }).on(
     'all',

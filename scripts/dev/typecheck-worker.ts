@@ -2,8 +2,9 @@
  * The type checker of `npm run dev` (started by scripts/dev/typecheck.ts in a worker thread, so
  * that a long check never holds up the loop): TypeScript's watch API over tsconfig.json with a
  * builder program, so an edit re-checks the files it affects and emits only what changed to
- * dist/. Nothing is emitted while there is a type error (noEmitOnError): dist/ keeps the last
- * good code.
+ * dist/. Nothing is emitted while there is a type error (noEmitOnError): dist/ keeps the last good
+ * code. The option is tsconfig.json's, as for every compile: set here alone, it would make each
+ * `tsc` after `npm run dev` (and the loop's first check after it) check the whole program again.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -55,7 +56,7 @@ function watchTypes(): void {
   };
   const host = ts.createWatchCompilerHost(
     join(root, 'tsconfig.json'),
-    { noEmitOnError: true },
+    {},
     ts.sys,
     ts.createEmitAndSemanticDiagnosticsBuilderProgram,
     (diagnostic) => process.stdout.write(ts.formatDiagnostic(diagnostic, formatHost)),
