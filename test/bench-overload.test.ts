@@ -28,6 +28,7 @@ t.test(
     t.throws(() => benchSettings({ BENCH_ROUNDS: 'five' }), /BENCH_ROUNDS must be a whole number/);
     t.same(benchSettings({}).parts, ['sqlite', 'postgres', 'webhooks', 'overload', 'balancer']);
     t.same(benchSettings({ BENCH_PARTS: 'postgres' }).parts, ['postgres']);
+    t.same(benchSettings({ BENCH_PARTS: 'features' }).parts, ['features'], 'the price list, when named');
     t.throws(() => benchSettings({ BENCH_PARTS: 'sqlite,redis' }), /BENCH_PARTS: unknown redis/);
     t.equal(benchSettings({}).scenarios, undefined, 'every scenario');
     t.same(benchSettings({ BENCH_SCENARIOS: 'get-one, create' }).scenarios, ['get-one', 'create']);

@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ALL_ON, OPERATION_FEATURES, REQUEST_FEATURES } from './features.js';
 import { applyLoad } from './load.js';
 import { count, median, textTable } from './report.js';
 import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
@@ -31,18 +32,6 @@ const SETTLE_SECONDS = 20;
 /** Few: under valgrind a request may take seconds. */
 const CONNECTIONS = 2;
 
-/**
- * Every feature on: rate limits counted but never reached, the overload check run with a budget
- * valgrind's slow loop does not exceed, request log at info and metrics (servers.ts's defaults).
- */
-const ALL_ON = {
-  RATE_LIMIT_PER_MINUTE: '100000000',
-  AUTH_FAILURES_PER_MINUTE: '100000000',
-  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '600000',
-};
-
-const featureOff = (feature: string): Variant => ({ feature, sign: 1, env: { BENCH_FEATURE_OFF: feature } });
-
 /** One server life counted: the project with a feature changed, or the bare reference. */
 interface Variant {
   feature: string;
@@ -60,18 +49,12 @@ interface Variant {
 const variants = (scenario: string): Variant[] => [
   { feature: 'everything on', sign: 1 },
   ...(scenario === 'get-one'
-    ? [
-        { feature: 'rate-limit counting and headers', sign: 1 as const, env: { RATE_LIMIT_PER_MINUTE: '0' } },
-        { feature: 'request log (LOG_LEVEL=info)', sign: 1 as const, env: { LOG_LEVEL: 'warn' } },
-        { feature: 'metrics', sign: 1 as const, env: { METRICS_PORT: 'off' } },
-        { feature: 'overload check', sign: 1 as const, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } },
-        ...['request id', 'deprecation headers', 'compiled serialization'].map(featureOff),
-      ]
+    ? REQUEST_FEATURES.map((feature) => ({ ...feature, sign: 1 as const }))
     : [
         { feature: 'idempotency claim', sign: -1 as const, scenario: IDEMPOTENT_CREATE },
         { feature: 'outbox write, and its delivery', sign: -1 as const, subscribed: true },
       ]),
-  ...['auth and scope check', 'ETag'].map(featureOff),
+  ...OPERATION_FEATURES.map((feature) => ({ ...feature, sign: 1 as const })),
   { feature: 'tracing on, every trace sampled', sign: -1, tracedRatio: '1' },
   { feature: 'tracing on, 1% sampled', sign: -1, tracedRatio: '0.01' },
   { feature: 'project above the bare reference', sign: 1, spec: BARE },

@@ -15,9 +15,10 @@ import { overloadPart } from './overload.js';
 import * as report from './report.js';
 import type { Figures, Part, Role, RoundRun } from './report.js';
 import { loadRequests, probe, SCENARIOS, type Scenario, scenarioNamed } from './scenarios.js';
-import { BARE, PROJECT, type RunningServer, withServer } from './servers.js';
+import { OPERATION_FEATURES, projectWithout, REQUEST_FEATURES } from './features.js';
+import { BARE, PROJECT, type RunningServer, type ServerSpec, withServer } from './servers.js';
 import { benchSettings } from './settings.js';
-import { type Backend, postgresBackend, sqliteBackend } from './tables.js';
+import { type Backend, postgresBackend, sqliteBackend, type Table } from './tables.js';
 import { webhooksPart } from './webhooks.js';
 
 const settings = benchSettings();
@@ -64,12 +65,18 @@ async function loadInTurns(
  * (checked in round 1), are warmed up with the reads mixed, then each scenario is measured on both
  * in turn, reads first so they see the table as seeded. Which server goes first alternates.
  */
-async function round(backend: string, table: Awaited<ReturnType<Backend['seed']>>, number: number) {
-  log(`${backend}: project vs bare, round ${number}/${settings.rounds}`);
-  const scenarios = [...measured.filter((s) => s.writes !== true), ...measured.filter((s) => s.writes === true)];
+async function round(
+  backend: string,
+  table: Awaited<ReturnType<Backend['seed']>>,
+  number: number,
+  [projectSpec, referenceSpec]: [ServerSpec, ServerSpec],
+  chosen: Scenario[],
+) {
+  log(`${backend}: ${projectSpec.name} vs ${referenceSpec.name}, round ${number}/${settings.rounds}`);
+  const scenarios = [...chosen.filter((s) => s.writes !== true), ...chosen.filter((s) => s.writes === true)];
   const order: Role[] = number % 2 === 1 ? ['project', 'reference'] : ['reference', 'project'];
-  return withServer(PROJECT, table, join(dir, 'project'), (project) =>
-    withServer(BARE, table, join(dir, 'reference'), async (reference) => {
+  return withServer(projectSpec, table, join(dir, 'project'), (project) =>
+    withServer(referenceSpec, table, join(dir, 'reference'), async (reference) => {
       const servers = { project, reference };
       for (const scenario of number === 1 ? scenarios : []) {
         const [a, b] = await Promise.all([project, reference].map(({ origin }) => probe(origin, scenario, table)));
@@ -89,13 +96,18 @@ async function round(backend: string, table: Awaited<ReturnType<Backend['seed']>
   );
 }
 
+/** Every round of two servers on `table`: the summary row of each scenario. */
+async function rounds(backend: string, table: Table, servers: [ServerSpec, ServerSpec], scenarios = measured) {
+  const runs: RoundRun[] = [];
+  for (let number = 1; number <= settings.rounds; number += 1)
+    runs.push(...(await round(backend, table, number, servers, scenarios)));
+  return report.summarise(runs);
+}
+
 /** The project against the bare reference on `backend`'s table over all rounds. */
 async function compare(backend: Backend): Promise<Part> {
   log(`${backend.name}: seeding`);
-  const table = await backend.seed(dir);
-  const runs: RoundRun[] = [];
-  for (let number = 1; number <= settings.rounds; number += 1) runs.push(...(await round(backend.name, table, number)));
-  const rows = report.summarise(runs);
+  const rows = await rounds(backend.name, await backend.seed(dir), [PROJECT, BARE]);
   return {
     name: `bare ${backend.name}`,
     lines: [],
@@ -104,9 +116,46 @@ async function compare(backend: Backend): Promise<Part> {
   };
 }
 
+/**
+ * The price list: the project with every feature on against itself without one, feature by
+ * feature, on SQLite (BENCH_SCENARIOS, get-one and create unless it names others). A feature's
+ * price is the CPU a response it saves: all on, less all on divided by the median CPU ratio.
+ */
+async function pricePart(): Promise<Part> {
+  const table = await sqliteBackend.seed(join(dir, 'features'));
+  const scenarios = (settings.scenarios ?? ['get-one', 'create']).map(scenarioNamed);
+  const lines: string[] = [];
+  const rows: string[][] = [];
+  for (const feature of [...REQUEST_FEATURES, ...OPERATION_FEATURES]) {
+    for (const row of await rounds('SQLite', table, [projectWithout(), projectWithout(feature)], scenarios)) {
+      const price = row.project.cpuUs - row.project.cpuUs / row.x.cpu;
+      rows.push([
+        row.scenario,
+        feature.feature,
+        report.count(row.project.cpuUs),
+        price.toFixed(1),
+        `${((100 * price) / row.project.cpuUs).toFixed(1)}%`,
+        report.ratio(row.x.rps),
+      ]);
+      if (row.project.unexpected + row.reference.unexpected > 0)
+        lines.push(
+          `${feature.feature}, ${row.scenario}: ${row.project.unexpected + row.reference.unexpected} unexpected`,
+        );
+    }
+  }
+  lines.push(
+    report.textTable(
+      ['scenario', 'feature', 'all on: CPU µs/resp', 'its price: µs', 'of all', 'req/s, with/without'],
+      rows,
+    ),
+  );
+  return { name: 'price list', lines, rows: [], checks: [] };
+}
+
 async function main(): Promise<void> {
   log(`settings ${JSON.stringify(settings)}; working in ${dir}`);
-  for (const role of ['project', 'reference', 'overload', 'balancer', 'webhooks']) mkdirSync(join(dir, role));
+  for (const role of ['project', 'reference', 'features', 'overload', 'balancer', 'webhooks'])
+    mkdirSync(join(dir, role));
   const parts = new Set(settings.parts);
   const results: Part[] = [];
   if (parts.has('sqlite')) results.push(await compare(sqliteBackend));
@@ -118,6 +167,7 @@ async function main(): Promise<void> {
       await backend.close();
     }
   }
+  if (parts.has('features')) results.push(await pricePart());
   if (parts.has('webhooks')) results.push(await webhooksPart(join(dir, 'webhooks'), settings, log));
   if (parts.has('overload') || parts.has('balancer')) {
     const table = await sqliteBackend.seed(join(dir, 'overload'));
@@ -131,14 +181,18 @@ async function main(): Promise<void> {
     }
   }
   const checks = results.flatMap(({ name, checks }) => checks.map((one) => ({ ...one, line: `${name}: ${one.line}` })));
+  const compared = results.filter(({ rows }) => rows.length > 0);
   const lines = [
     `Machine: ${report.machine()}`,
     ...results.flatMap(({ name, lines }) => (lines.length === 0 ? [] : ['', `${name}:`, ...lines])),
-    '',
-    'Medians over rounds (x = project / the server it is compared with: the median of the ratios within each round):',
-    report.resultsTable(results),
-    '',
-    ...report.verdicts(checks),
+    ...(compared.length === 0
+      ? []
+      : [
+          '',
+          'Medians over rounds (x = project / the server it is compared with: the median of the ratios within each round):',
+          report.resultsTable(compared),
+        ]),
+    ...(checks.length === 0 ? [] : ['', ...report.verdicts(checks)]),
   ];
   process.stdout.write(`\n${lines.join('\n')}\n`);
 }

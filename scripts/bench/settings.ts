@@ -12,14 +12,17 @@ export function wholeSetting(name: string, fallback: number, env: NodeJS.Process
 }
 
 export const PARTS = ['sqlite', 'postgres', 'webhooks', 'overload', 'balancer'];
+/** Run only when BENCH_PARTS names them. */
+export const OPTIONAL_PARTS = ['features'];
 
 /** `npm run bench`'s settings (BENCHMARKS.md); BENCH_QUICK=1 shortens the defaults. */
 export function benchSettings(env: NodeJS.ProcessEnv = process.env) {
   const quick = wholeSetting('BENCH_QUICK', 0, env) > 0;
   const list = (value: string) => value.split(',').map((item) => item.trim());
   const parts = env.BENCH_PARTS ? list(env.BENCH_PARTS) : PARTS;
-  const unknown = parts.filter((part) => !PARTS.includes(part));
-  if (unknown.length > 0) throw new Error(`BENCH_PARTS: unknown ${unknown.join(', ')}; known: ${PARTS.join(', ')}`);
+  const known = [...PARTS, ...OPTIONAL_PARTS];
+  const unknown = parts.filter((part) => !known.includes(part));
+  if (unknown.length > 0) throw new Error(`BENCH_PARTS: unknown ${unknown.join(', ')}; known: ${known.join(', ')}`);
   return {
     /** Of each scenario, server and round. */
     seconds: quick ? 2 : 6,
