@@ -51,13 +51,6 @@ const NOT_ON_POSTGRES = [
  */
 const ALONE = ['balancer', 'deploy', 'overload'];
 
-/**
- * Started first when there is no record of a last run (a fresh clone, CI): the longest files and
- * checks, which a file's size does not tell, so that none of them starts last and runs alone.
- * Only an order: a name missing here costs time, never a verdict.
- */
-const LONGEST_FIRST = ['dev-loop', 'contract-check', 'multi-instance', 'client-package', 'cli', 'lint'];
-
 const JOBS = Number(process.env.TEST_JOBS ?? availableParallelism() * 2);
 
 type Backend = 'sqlite' | 'postgres';
@@ -79,16 +72,7 @@ interface Verdict {
 
 const say = (line: string) => process.stdout.write(`[npm test] ${line}\n`);
 
-/** Without a record of the last run, the LONGEST_FIRST, then the larger files. */
-const weightOf = (name: string, size: number) => (LONGEST_FIRST.includes(name) ? Number.MAX_SAFE_INTEGER : size);
-
-const npmRun = (script: string) => ({
-  group: script,
-  name: script,
-  program: 'npm',
-  args: ['run', '-s', script],
-  weight: weightOf(script, 0),
-});
+const npmRun = (script: string) => ({ group: script, name: script, program: 'npm', args: ['run', '-s', script] });
 
 const TEST_DIRECTORY = join(projectRoot, 'dist', 'test');
 
@@ -112,7 +96,7 @@ function fileJob(file: string, backend: Backend, group = `suites ${ON[backend]}`
     args: ['--enable-source-maps', file],
     // tap's limit for each test of a file that sets none (the runner's `timeout` in package.json).
     env: { PETSTORE_TEST_BACKEND: backend, TAP_TIMEOUT: '120' },
-    weight: weightOf(nameOf(file), statSync(join(projectRoot, file)).size),
+    weight: statSync(join(projectRoot, file)).size,
   };
 }
 
