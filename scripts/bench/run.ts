@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the project against the bare reference (bare.ts) on SQLite and PostgreSQL,
  * createPet with a webhook subscriber against none (webhooks.ts), load held (overload.ts) and
- * behind HAProxy (balancer.ts). Every server is a child process spoken to over HTTP. The report
+ * behind HAProxy (balancer.ts); when BENCH_PARTS names it, the price list of features (features.ts).
+ * Every server is a child process spoken to over HTTP. The report
  * ends with PASS/FAIL per target and exits 0: a report, not a test. BENCHMARKS.md says how to read it.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -67,7 +68,7 @@ async function loadInTurns(
  */
 async function round(
   backend: string,
-  table: Awaited<ReturnType<Backend['seed']>>,
+  table: Table,
   number: number,
   [projectSpec, referenceSpec]: [ServerSpec, ServerSpec],
   chosen: Scenario[],
