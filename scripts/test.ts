@@ -26,11 +26,14 @@ import { type Job, type Outcome, runPool, stopAll } from './test/pool.js';
 /**
  * The suites that do not run the API on the backend under test, so not again on PostgreSQL: tools
  * (bench-*, contract*, dev-*), the packed client (client-package), the docs page in a browser,
- * configuration parsing; those that start the PostgreSQL and Redis they need (balancer, deploy,
- * multi-instance, redis-*); and overload, whose SQLite storage holds the event loop inside its
- * synchronous calls, which is what it tests.
+ * configuration parsing; what happens before a request reaches storage or around it (the served
+ * documents, TLS and proxies, slow and excess connections, the webhook address guard); those that
+ * start the PostgreSQL and Redis they need (balancer, deploy, multi-instance, redis-*); and
+ * overload, whose SQLite storage holds the event loop inside its synchronous calls, which is what
+ * it tests.
  */
 const NOT_ON_POSTGRES = [
+  'address-guard',
   'balancer',
   'bench-*',
   'browser',
@@ -39,9 +42,12 @@ const NOT_ON_POSTGRES = [
   'contract*',
   'deploy',
   'dev-*',
+  'docs',
   'multi-instance',
   'overload',
+  'proxy-tls',
   'redis-*',
+  'slow-clients',
 ];
 
 /**
