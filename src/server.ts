@@ -56,7 +56,7 @@ async function main(): Promise<void> {
     ...(tracing && { traceParent: tracing.traceParent }),
   });
   const traced = tracing === undefined ? storage : tracing.storage(storage, config.database.engine);
-  const redis = config.redisUrl === undefined ? undefined : redisClient(config.redisUrl);
+  const redis = config.redisUrl === undefined ? undefined : await redisClient(config.redisUrl);
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,

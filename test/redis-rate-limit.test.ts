@@ -100,7 +100,7 @@ t.test(
   { skip: redisMissing() },
   async (t) => {
     const redis = await startRedis(t);
-    const client = redisClient(redis.url);
+    const client = await redisClient(redis.url);
     t.teardown(() => client.disconnect());
     await connectRedis(client);
     const { a } = await twoInstances(t, redis.url, { perMinute: 5, authFailuresPerMinute: 5 });

@@ -1,5 +1,4 @@
-import { openPostgres } from './postgres/index.js';
-import { openSqlite, type SynchronousMode } from './sqlite/index.js';
+import type { SynchronousMode } from './sqlite/index.js';
 import type { Storage } from './types.js';
 
 /** Which database `DATABASE_URL` names, and its settings. */
@@ -16,13 +15,18 @@ export interface OpenOptions {
   traceParent?: () => string | undefined;
 }
 
-/** Opens the configured backend, with its migrations applied. */
+/**
+ * Opens the configured backend, with its migrations applied. Only that backend's driver is loaded:
+ * a process on SQLite never loads node-postgres, nor one on PostgreSQL better-sqlite3.
+ */
 export async function openStorage(database: DatabaseConfig, options: OpenOptions = {}): Promise<Storage> {
   const now = options.now === undefined ? {} : { now: options.now };
   const traceParent = options.traceParent === undefined ? {} : { traceParent: options.traceParent };
   if (database.engine === 'sqlite') {
+    const { openSqlite } = await import('./sqlite/index.js');
     return openSqlite({ filename: database.file, synchronous: database.synchronous, ...now, ...traceParent });
   }
+  const { openPostgres } = await import('./postgres/index.js');
   return openPostgres({
     connectionString: database.url,
     poolSize: database.poolSize,

@@ -85,7 +85,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const storage = await openDatabase(databaseUrl, options.now === undefined ? {} : { now: options.now });
   const account = (await storage.accounts.findAccount('tests')) ?? (await storage.accounts.createAccount('tests'));
   const { key } = await issueKey(storage.accounts, account.id);
-  const redis = options.redisUrl === undefined ? undefined : redisClient(options.redisUrl);
+  const redis = options.redisUrl === undefined ? undefined : await redisClient(options.redisUrl);
   const metrics = options.metrics === true ? new Metrics() : undefined;
   const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 /**
  * The longest a request waits on Redis. A rate-limit check is one small script, answered in well
@@ -16,8 +16,10 @@ export const REDIS_START_WAIT_MS = 2_000;
  * A client for the shared rate limits: connected by `connectRedis`, and never queueing a command,
  * so no request waits for a connection. While Redis is down, every command fails at once (the
  * limits fail open) and the client reconnects in the background, forever, backing off to 2 s.
+ * ioredis is loaded here, only by a process that shares its limits.
  */
-export function redisClient(url: string): Redis {
+export async function redisClient(url: string): Promise<Redis> {
+  const { Redis } = await import('ioredis');
   return new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
