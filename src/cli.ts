@@ -294,21 +294,32 @@ function parse(args: string[]): [Command, string, Options] {
   return [command, argument, options];
 }
 
-export async function main(args: string[]): Promise<number> {
+/** What a run of the command reads and writes: the process's own, unless its caller gives others. */
+export interface CommandIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  env: NodeJS.ProcessEnv;
+}
+
+/** Runs the command `args` name; resolves with its exit code (bin/petstore.js). */
+export async function main(
+  args: string[],
+  { stdout, stderr, env }: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env },
+): Promise<number> {
   if (args.length === 0 || args[0] === '--help' || args[0] === '-h') {
-    process.stdout.write(`${USAGE}\n`);
+    stdout.write(`${USAGE}\n`);
     return args.length === 0 ? 2 : 0;
   }
   let storage: Storage | undefined;
   try {
     const [command, argument, options] = parse(args);
     await command.check?.(argument, options);
-    storage = await openStorage(loadConfig().database);
-    await command.run(storage, (line) => process.stdout.write(`${line}\n`), argument, options);
+    storage = await openStorage(loadConfig(env).database);
+    await command.run(storage, (line) => stdout.write(`${line}\n`), argument, options);
     return 0;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    process.stderr.write(`petstore: ${message}\n${error instanceof UsageError ? `\n${USAGE}\n` : ''}`);
+    stderr.write(`petstore: ${message}\n${error instanceof UsageError ? `\n${USAGE}\n` : ''}`);
     return error instanceof UsageError ? 2 : 1;
   } finally {
     await storage?.close();

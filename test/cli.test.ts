@@ -1,16 +1,16 @@
 import t from 'tap';
 import { conformingFetch } from './helpers/api.js';
 import { newDatabase, probeDatabase } from './helpers/backend.js';
-import { runCli, startServerProcess } from './helpers/process.js';
+import { runCli, runCliProcess, startServerProcess } from './helpers/process.js';
 
 t.test('accounts and keys are managed with the petstore command, against a running server', async (t) => {
   const env = { DATABASE_URL: await newDatabase(t) };
-  const account = await runCli(['accounts', 'create', 'acme'], env);
+  const account = await runCliProcess(['accounts', 'create', 'acme'], env);
   t.equal(account.code, 0, account.stderr);
   t.match(account.stdout, /created account acme/);
-  t.equal((await runCli(['accounts', 'create', 'acme'], env)).code, 1, 'names are unique');
+  t.equal((await runCliProcess(['accounts', 'create', 'acme'], env)).code, 1, 'names are unique');
 
-  const created = await runCli(['keys', 'create', 'acme'], env);
+  const created = await runCliProcess(['keys', 'create', 'acme'], env);
   t.equal(created.code, 0, created.stderr);
   const key = created.stdout.trimEnd().split('\n').at(-1) ?? '';
   t.match(key, /^psk_[A-Za-z0-9_-]{43}$/, 'the key alone on the last line');
@@ -21,18 +21,18 @@ t.test('accounts and keys are managed with the petstore command, against a runni
     conformingFetch(new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
   t.equal((await call()).status, 200, 'the new key works');
 
-  const listed = await runCli(['keys', 'list', 'acme'], env);
+  const listed = await runCliProcess(['keys', 'list', 'acme'], env);
   t.equal(listed.code, 0);
   t.notMatch(listed.stdout, key, 'a listing never shows the key');
   const id = /^(\d+)\t(psk_[\w-]+)\.\.\.\t/m.exec(listed.stdout);
   t.ok(id, listed.stdout);
   t.ok(key.startsWith(id?.[2] ?? '?'), 'it shows the prefix');
 
-  const revoked = await runCli(['keys', 'revoke', id?.[1] ?? ''], env);
+  const revoked = await runCliProcess(['keys', 'revoke', id?.[1] ?? ''], env);
   t.equal(revoked.code, 0, revoked.stderr);
   t.equal((await call()).status, 401, 'revocation takes effect on the next request');
   t.match(
-    (await runCli(['keys', 'list', 'acme'], env)).stdout,
+    (await runCliProcess(['keys', 'list', 'acme'], env)).stdout,
     /\t20\d\d-\d\d-\d\dT[\d:.]+Z\n?$/,
     'the listing shows when',
   );
@@ -41,8 +41,8 @@ t.test('accounts and keys are managed with the petstore command, against a runni
 
 t.test('the petstore command explains mistakes', async (t) => {
   const env = { DATABASE_URL: await newDatabase(t) };
-  const usage = await runCli([], env);
-  t.equal(usage.code, 2);
+  const usage = await runCliProcess([], env);
+  t.equal(usage.code, 2, 'the exit code of the process');
   t.match(usage.stdout, /keys revoke <key-id>/);
   const unknown = await runCli(['keys', 'create', 'nobody'], env);
   t.equal(unknown.code, 1);
@@ -105,7 +105,6 @@ t.test('every command refuses arguments beyond those it takes, and does nothing'
     [['accounts', 'create', '--help'], '"accounts create" takes no options; got "--help"'],
     [['keys', 'revoke', '-1'], '"keys revoke" takes no options; got "-1"'],
   ];
-  // Each is a process of its own: run together, they take the time of one.
   const results = await Promise.all(cases.map(([args]) => runCli(args, env)));
   cases.forEach(([args, message], at) => {
     t.equal(results[at]?.code, 2, args.join(' '));
