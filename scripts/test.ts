@@ -3,8 +3,9 @@
  * and fails at the end if any failed (a failing suite still lets lint say its piece).
  *
  *   npm test                          the build; then, TEST_JOBS at a time, the suites on SQLite
- *                                     and again on PostgreSQL, lint and format:check; the suites
- *                                     that measure load, alone; contract:check
+ *                                     and again on PostgreSQL; the suites that measure load, one
+ *                                     at a time, with lint and format:check meanwhile;
+ *                                     contract:check
  *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint and
  *                                     format:check: the fast subset
  *   npm run test:postgres             the build, then the suites on PostgreSQL alone
@@ -52,8 +53,9 @@ const NOT_ON_POSTGRES = [
 
 /**
  * The suites that measure what a server holds under load (the balancer's shedding, a rolling
- * restart, SIGKILL, overload): run after the others, one at a time, with the machine to themselves,
- * since three other files beside them on two cores change what they measure.
+ * restart, SIGKILL, overload): run after the others, one at a time, since three other files beside
+ * them on two cores change what they measure. Lint and format:check run meanwhile, one at a time:
+ * each keeps one core busy, and these files left the other idle for much of their minute.
  */
 const ALONE = ['balancer', 'deploy', 'overload'];
 
@@ -67,6 +69,8 @@ type GroupedJob = Job & { group: string };
 interface Stage {
   jobs: GroupedJob[];
   parallel: number;
+  /** Jobs run meanwhile, one at a time. */
+  beside?: GroupedJob[];
 }
 
 interface Verdict {
@@ -126,7 +130,7 @@ function plan(args: string[]): Stage[] {
     const files = allTestFiles().filter((file) => !matches(NOT_ON_POSTGRES, file));
     return [{ jobs: files.map((file) => fileJob(file, 'postgres')), parallel: JOBS }];
   }
-  // Lint and format beside the suites: a style slip would otherwise first fail the full run.
+  // Lint and format with the suites: a style slip would otherwise first fail the full run.
   const checks = [npmRun('lint'), npmRun('format:check')];
   if (args.length > 0) {
     const files = args.map(compiledTest);
@@ -136,10 +140,11 @@ function plan(args: string[]): Stage[] {
   }
   const files = allTestFiles();
   return [
-    { jobs: [...onBothBackends(files.filter((file) => !matches(ALONE, file))), ...checks], parallel: JOBS },
+    { jobs: onBothBackends(files.filter((file) => !matches(ALONE, file))), parallel: JOBS },
     {
       jobs: files.filter((file) => matches(ALONE, file)).map((file) => fileJob(file, 'sqlite', 'alone, one at a time')),
       parallel: 1,
+      beside: checks,
     },
     // Last: it reads the log of every response the suites saw. Its script, as `npm run
     // contract:check` runs it after a type check and build the build stage has just done.
@@ -186,9 +191,11 @@ function report(outcome: Outcome<GroupedJob>): void {
   if (!passed) process.stdout.write(`${output.trimEnd()}\n[npm test] (end of ${job.name})\n`);
 }
 
+const jobsOf = (stage: Stage) => [...stage.jobs, ...(stage.beside ?? [])];
+
 /** A stage's verdicts, one per group: from its first job's start to its last one's end. */
 function verdictsOf(stage: Stage, outcomes: Outcome<GroupedJob>[]): Verdict[] {
-  const groups = [...new Set(stage.jobs.map(({ group }) => group))];
+  const groups = [...new Set(jobsOf(stage).map(({ group }) => group))];
   return groups.map((group) => {
     const mine = outcomes.filter(({ job }) => job.group === group);
     const start = Math.min(...mine.map(({ started }) => started));
@@ -224,7 +231,7 @@ async function runStages(stages: Stage[]): Promise<Verdict[]> {
   const [built] = await runPool([build], 1, report);
   const verdicts = verdictsOf({ jobs: [build], parallel: 1 }, built ? [built] : []);
   if (!built?.passed) {
-    const skipped = stages.flatMap(({ jobs }) => [...new Set(jobs.map(({ group }) => group))]);
+    const skipped = stages.flatMap((stage) => [...new Set(jobsOf(stage).map(({ group }) => group))]);
     return [
       ...verdicts,
       ...skipped.map((name) => ({ name, outcome: 'skipped' as const, seconds: 0, note: 'the build failed' })),
@@ -235,10 +242,15 @@ async function runStages(stages: Stage[]): Promise<Verdict[]> {
     removePostgres = await sharedPostgres();
     for (const stage of stages) {
       const groups = [...new Set(stage.jobs.map(({ group }) => group))];
+      const beside = stage.beside === undefined ? '' : `; meanwhile ${stage.beside.map(({ name }) => name).join(', ')}`;
       say(
-        `${groups.join(', ')}: ${stage.jobs.length} job${stage.jobs.length === 1 ? '' : 's'}, ${stage.parallel} at a time ...`,
+        `${groups.join(', ')}: ${stage.jobs.length} job${stage.jobs.length === 1 ? '' : 's'}, ${stage.parallel} at a time${beside} ...`,
       );
-      verdicts.push(...verdictsOf(stage, await runPool(stage.jobs, stage.parallel, report)));
+      const outcomes = await Promise.all([
+        runPool(stage.jobs, stage.parallel, report),
+        runPool(stage.beside ?? [], 1, report),
+      ]);
+      verdicts.push(...verdictsOf(stage, outcomes.flat()));
     }
   } finally {
     await removePostgres?.();

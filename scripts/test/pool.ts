@@ -129,9 +129,10 @@ export async function runPool<J extends Job>(
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, parallel) }, worker));
+  // Read again: another pool of the run may have recorded its own meanwhile.
   writeFileSync(
     TIMES_FILE,
-    JSON.stringify({ ...times, ...Object.fromEntries(outcomes.map(({ job, seconds }) => [job.name, seconds])) }),
+    JSON.stringify({ ...lastTimes(), ...Object.fromEntries(outcomes.map(({ job, seconds }) => [job.name, seconds])) }),
   );
   return outcomes;
 }
