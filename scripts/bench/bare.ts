@@ -35,9 +35,10 @@ function sqlite(file: string): Queries {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
-  const all = db.prepare<[number, number], Pet>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`);
+  // `LIMIT ? + 0`, as the project's storage writes it: `LIMIT ?` is prepared again on every run.
+  const all = db.prepare<[number, number], Pet>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ? + 0`);
   const byStatus = db.prepare<[string, number, number], Pet>(
-    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ? + 0`,
   );
   const byId = db.prepare<[number], Row>(`SELECT ${COLUMNS}, version FROM pets WHERE id = ?`);
   const insert = db.prepare<[string, number, string], Row>(

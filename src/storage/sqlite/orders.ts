@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
 import type { Outbox } from './webhooks.js';
+import { BOUND_LIMIT } from './statements.js';
 import {
   type Order,
   type OrderChange,
@@ -21,9 +22,11 @@ export function orderRepository(
   now: () => number,
 ): OrderRepository {
   const list = {
-    all: db.prepare<[number, number], Order>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id > ? ORDER BY id LIMIT ?`),
+    all: db.prepare<[number, number], Order>(
+      `SELECT ${ORDER_COLUMNS} FROM orders WHERE id > ? ORDER BY id ${BOUND_LIMIT}`,
+    ),
     byStatus: db.prepare<[string, number, number], Order>(
-      `SELECT ${ORDER_COLUMNS} FROM orders WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+      `SELECT ${ORDER_COLUMNS} FROM orders WHERE status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
     ),
   };
   const byId = db.prepare<[number], Order>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = ?`);

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
+import { BOUND_LIMIT } from './statements.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState } from '../types.js';
 import { type PetRow, versioned } from '../pet-rows.js';
 
@@ -35,16 +36,16 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   const ids = 'id IN (SELECT value FROM json_each(?))';
   const list = {
     all: db.prepare<[number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE id > ? ORDER BY id LIMIT ?`,
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE id > ? ORDER BY id ${BOUND_LIMIT}`,
     ),
     byStatus: db.prepare<[string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
     ),
     byIds: db.prepare<[string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND id > ? ORDER BY id LIMIT ?`,
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND id > ? ORDER BY id ${BOUND_LIMIT}`,
     ),
     byIdsAndStatus: db.prepare<[string, string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id LIMIT ?`,
+      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
     ),
   };
   const insert = db.prepare<[string, number, string], PetRow>(

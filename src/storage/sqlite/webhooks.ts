@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { BOUND_LIMIT } from './statements.js';
 import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, InFlightCaps, WebhookRepository } from '../types.js';
 import {
@@ -152,7 +153,7 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
      WHERE account_id = @accountId AND id = @id RETURNING ${ENDPOINT_COLUMNS}`,
   );
   const attempts = db.prepare<[number, number], AttemptRow>(
-    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE endpoint_id = ? ORDER BY id DESC LIMIT ?`,
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE endpoint_id = ? ORDER BY id DESC ${BOUND_LIMIT}`,
   );
   const sendTest = db.transaction((accountId: number, id: number) => {
     const endpoint = get.get(accountId, id);
@@ -187,7 +188,7 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   const mark = db.prepare<[], number>('SELECT last_event_id FROM webhook_fan_out').pluck();
   const batchEnd = db
     .prepare<[number, number], number | null>(
-      'SELECT max(id) FROM (SELECT id FROM webhook_events WHERE id > ? ORDER BY id LIMIT ?)',
+      `SELECT max(id) FROM (SELECT id FROM webhook_events WHERE id > ? ORDER BY id ${BOUND_LIMIT})`,
     )
     .pluck();
   // An endpoint removed since the event committed has no delivery made for it.
