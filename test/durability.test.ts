@@ -1,7 +1,8 @@
+import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
-import { conformingFetch } from './helpers/api.js';
+import { conformingFetch, startApi } from './helpers/api.js';
 import { backend, newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
@@ -57,3 +58,27 @@ t.test('every pet whose 201 arrived survives a SIGKILL mid-stream', async (t) =>
   }
   await restarted.stop();
 });
+
+const onPostgres = backend === 'postgres' && 'PostgreSQL keeps its WAL bounded itself';
+t.test(
+  'SQLite: the WAL is checkpointed under a stream of creates, not left to grow',
+  { skip: onPostgres },
+  async (t) => {
+    const api = await startApi(t, { rateLimit: { perMinute: 0, authFailuresPerMinute: 0 } });
+    // A create appends ~3 pages (13 KB) to the WAL: 1,500 of them unchecked would leave ~19 MB.
+    const statuses = new Set<number>();
+    for (let i = 0; i < 1500; i += 1) {
+      const created = await api.request({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { ...api.auth, 'content-type': 'application/json' },
+        payload: { name: `wal ${i}`, categoryId: 1 },
+      });
+      statuses.add(created.statusCode);
+    }
+    t.same([...statuses], [201], 'every create made its pet');
+    const walBytes = statSync(`${api.databaseUrl}-wal`).size;
+    // SQLite checkpoints at 1,000 pages (4 MB) and writes the WAL again from its start.
+    t.ok(walBytes < 6 * 1024 * 1024, `the WAL holds ${(walBytes / 1024 / 1024).toFixed(1)} MB after 1,500 creates`);
+  },
+);

@@ -70,6 +70,9 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   };
   // Without a claim, a create is still one transaction with its event.
   const createUnclaimed = db.transaction((pet: NewPetRecord) => create(pet).created);
+  // When nothing subscribes, the pet alone: one statement, its own transaction. all(), not get():
+  // SQLite's commit hook, and with it the WAL's checkpoints, runs only once a statement has run to its end.
+  const createAlone = (pet: NewPetRecord) => versioned(insert.all(pet.name, pet.categoryId, pet.status)[0] as PetRow);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
   const createClaimed = db.transaction((pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),
@@ -115,10 +118,11 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
       const hasMore = rows.length > limit;
       return { items: (hasMore ? rows.slice(0, limit) : rows).map(versioned), hasMore };
     },
-    create: async (pet, claim) =>
-      claim === undefined
-        ? { outcome: 'created', created: createUnclaimed.immediate(pet) }
-        : createClaimed.immediate(pet, claim),
+    create: async (pet, claim) => {
+      if (claim !== undefined) return createClaimed.immediate(pet, claim);
+      const created = outbox.subscribes('pet.created') ? createUnclaimed.immediate(pet) : createAlone(pet);
+      return { outcome: 'created', created };
+    },
     get: async (id) => get(id),
     update: async (id, decide) => {
       const updated = update.immediate(id, decide);

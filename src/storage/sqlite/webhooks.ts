@@ -75,6 +75,11 @@ export class Outbox {
     return this.subscribersOf.get(type, () => this.subscribers.get(type) ?? '[]') ?? '[]';
   }
 
+  /** Whether an event of `type` would be recorded now: whether an enabled endpoint subscribes to it. */
+  subscribes(type: EventType): boolean {
+    return this.subscribersFor(type) !== '[]';
+  }
+
   /** Records an event; `onlyEndpoint` sends it to that endpoint alone (webhook.test). Returns its id. */
   emit<K extends EventType>(type: K, data: EventData<K>, onlyEndpoint?: number): number | undefined {
     const endpoints =
