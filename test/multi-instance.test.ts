@@ -1,5 +1,6 @@
 // Several server processes on one PostgreSQL and one Redis, as the README's "Running several
 // instances" starts them. Always on PostgreSQL, whatever PETSTORE_TEST_BACKEND says.
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
 import { conformingFetch, type Teardown } from './helpers/api.js';
@@ -223,6 +224,56 @@ t.test('SIGKILL of one instance under write load loses no acknowledged pet', asy
   const stored = new Map((await listAll(cluster, 1)).map((pet) => [pet.id, pet]));
   const missing = acknowledged.filter((pet) => JSON.stringify(stored.get(pet.id)) !== JSON.stringify(pet));
   t.same(missing, [], `all ${acknowledged.length} acknowledged pets are readable from the survivor`);
+});
+
+/** A TCP relay to PostgreSQL that can be made to drop everything, as a network can. */
+async function relayTo(t: Teardown, target: URL) {
+  const sockets = new Set<Socket>();
+  let dropping = false;
+  const relay = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      from.on('data', (chunk: Buffer) => {
+        if (!dropping) to.write(chunk);
+      });
+      from.on('error', () => undefined);
+      from.on('close', () => to.destroy());
+    }
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  t.teardown(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => relay.close(resolve));
+  });
+  const url = new URL(target.href);
+  url.port = String((relay.address() as AddressInfo).port);
+  return { url: url.href, dropEverything: () => void (dropping = true) };
+}
+
+t.test('the network to PostgreSQL drops everything: 503 with Retry-After, not a hang', async (t) => {
+  const databaseUrl = await (await sharedPostgres()).newDatabase(t);
+  const key = await databaseWithKey(databaseUrl);
+  const relay = await relayTo(t, new URL(databaseUrl));
+  const server = await startServerProcess(t, {
+    DATABASE_URL: relay.url,
+    DATABASE_TIMEOUT_MS: '500',
+    RATE_LIMIT_PER_MINUTE: '0',
+  });
+  const list = () =>
+    conformingFetch(new Request(`${server.baseUrl}/pets`, { headers: { authorization: `Bearer ${key}` } }));
+  t.equal((await list()).status, 200, 'served through the relay');
+  relay.dropEverything();
+  const started = Date.now();
+  const answer = await list();
+  t.equal(answer.status, 503, 'a query no answer comes back to is a 503');
+  t.ok(Number(answer.headers.get('retry-after')) > 0, 'with Retry-After');
+  // A bound, not a benchmark: PostgreSQL would cancel the statement at 500 ms, and the server gives
+  // up on an answer 1 s after that.
+  t.ok(Date.now() - started < 5000, 'within the read timeout, not a hang');
 });
 
 t.test('PostgreSQL stopped: 503 with Retry-After, quickly; started again: served, no restart', async (t) => {

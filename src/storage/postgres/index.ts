@@ -8,6 +8,7 @@ import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
 import { firstRow } from './queries.js';
+import { giveUpAfter } from './read-timeout.js';
 import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
 
 export interface PostgresOptions {
@@ -35,10 +36,8 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
     connectionString: options.connectionString,
     max: options.poolSize,
     connectionTimeoutMillis: options.timeoutMs,
-    // The server cancels a statement past this; the client gives up a little later in case the
-    // server cannot even say so (a network that drops everything).
+    // The server cancels a statement past this; the client gives up a little later (giveUpAfter).
     statement_timeout: options.timeoutMs,
-    query_timeout: options.timeoutMs + 1000,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
     application_name: 'petstore',
@@ -50,7 +49,11 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   // A connection checked out between two queries (inside a transaction, say) has no listener of
   // the pool's: the server going away then would be an uncaught error that ends the process. Its
   // next query fails instead, and the caller answers 503.
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+    giveUpAfter(client, options.timeoutMs + 1000);
+  });
+  giveUpAfter(pool, options.timeoutMs + 1000);
   let migrationsApplied: number;
   try {
     migrationsApplied = await migrate(pool, migrationsDir('postgres'));

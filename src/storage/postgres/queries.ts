@@ -1,5 +1,6 @@
 import pg, { type Pool, type PoolClient, type QueryConfig, type QueryResultRow } from 'pg';
 import { StorageUnavailableError } from '../types.js';
+import { answered } from './read-timeout.js';
 import { inTransaction } from './transaction.js';
 
 /** A timestamptz column as the API shows times: UTC, milliseconds, `Z`. */
@@ -44,7 +45,7 @@ export type Queryable = Pool | PoolClient;
 
 export async function rows<R extends QueryResultRow>(db: Queryable, query: QueryConfig): Promise<R[]> {
   try {
-    return (await db.query<R>(query)).rows;
+    return (await answered(db, db.query<R>(query))).rows;
   } catch (error) {
     throw unavailableOr(error);
   }

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { answered } from './read-timeout.js';
 
 /** What to do once the transaction a client is in has committed (nothing, if it rolls back). */
 const committed = new WeakMap<PoolClient, Set<() => void>>();
@@ -19,13 +20,13 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
+    await answered(client, client.query('BEGIN'));
     const result = await work(client);
-    await client.query('COMMIT');
+    await answered(client, client.query('COMMIT'));
     for (const then of committed.get(client) ?? []) then();
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+    await answered(client, client.query('ROLLBACK')).catch((rollbackError: unknown) => {
       broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
     });
     throw error;
