@@ -2,14 +2,25 @@ import type Database from 'better-sqlite3';
 import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
 import { BOUND_LIMIT } from './statements.js';
-import type { NewPetRecord, Pet, PetFields, PetRepository, PetState } from '../types.js';
-import { type PetRow, versioned } from '../pet-rows.js';
+import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
+/** PET_COLUMNS and the version, as a pet's row is read: an array (better-sqlite3's raw mode). */
+const VERSIONED_PET = `${PET_COLUMNS}, version`;
+type PetColumns = [id: number, name: string, categoryId: number, status: Pet['status'], version: number];
+
+/**
+ * Rows of pets are read as arrays and made into pets here: an object row is built by better-sqlite3
+ * from C++ a property at a time, about twice the cost of the whole query for a row (a page of 20:
+ * 73 µs against 41, of 100: 300 against 188, on the slower bench machine).
+ */
+function versioned(row: PetColumns): VersionedPet {
+  return { pet: { id: row[0], name: row[1], categoryId: row[2], status: row[3] }, version: row[4] };
+}
 
 /** A pet as a change is decided on: with its version and its placed order. */
 export function petStates(db: Database.Database): (id: number) => PetState | undefined {
-  const byId = db.prepare<[number], PetRow>(`SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ?`);
+  const byId = db.prepare<[number], PetColumns>(`SELECT ${VERSIONED_PET} FROM pets WHERE id = ?`).raw();
   const placedOrder = db.prepare<[number], { id: number }>(
     `SELECT id FROM orders WHERE pet_id = ? AND status = 'placed'`,
   );
@@ -35,28 +46,40 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   // bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
   const list = {
-    all: db.prepare<[number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE id > ? ORDER BY id ${BOUND_LIMIT}`,
-    ),
-    byStatus: db.prepare<[string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
-    ),
-    byIds: db.prepare<[string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND id > ? ORDER BY id ${BOUND_LIMIT}`,
-    ),
-    byIdsAndStatus: db.prepare<[string, string, number, number], PetRow>(
-      `SELECT ${PET_COLUMNS}, version FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
-    ),
+    all: db
+      .prepare<[number, number], PetColumns>(
+        `SELECT ${VERSIONED_PET} FROM pets WHERE id > ? ORDER BY id ${BOUND_LIMIT}`,
+      )
+      .raw(),
+    byStatus: db
+      .prepare<[string, number, number], PetColumns>(
+        `SELECT ${VERSIONED_PET} FROM pets WHERE status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
+      )
+      .raw(),
+    byIds: db
+      .prepare<[string, number, number], PetColumns>(
+        `SELECT ${VERSIONED_PET} FROM pets WHERE ${ids} AND id > ? ORDER BY id ${BOUND_LIMIT}`,
+      )
+      .raw(),
+    byIdsAndStatus: db
+      .prepare<[string, string, number, number], PetColumns>(
+        `SELECT ${VERSIONED_PET} FROM pets WHERE ${ids} AND status = ? AND id > ? ORDER BY id ${BOUND_LIMIT}`,
+      )
+      .raw(),
   };
-  const insert = db.prepare<[string, number, string], PetRow>(
-    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${PET_COLUMNS}, version`,
-  );
-  const byId = db.prepare<[number], PetRow>(`SELECT ${PET_COLUMNS}, version FROM pets WHERE id = ?`);
-  const change = db.prepare<[string | null, number | null, string | null, number], PetRow>(
-    `UPDATE pets SET name = coalesce(?, name), category_id = coalesce(?, category_id),
+  const insert = db
+    .prepare<[string, number, string], PetColumns>(
+      `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${VERSIONED_PET}`,
+    )
+    .raw();
+  const byId = db.prepare<[number], PetColumns>(`SELECT ${VERSIONED_PET} FROM pets WHERE id = ?`).raw();
+  const change = db
+    .prepare<[string | null, number | null, string | null, number], PetColumns>(
+      `UPDATE pets SET name = coalesce(?, name), category_id = coalesce(?, category_id),
        status = coalesce(?, status), version = version + 1
-     WHERE id = ? RETURNING ${PET_COLUMNS}, version`,
-  );
+     WHERE id = ? RETURNING ${VERSIONED_PET}`,
+    )
+    .raw();
   const remove = db.prepare<[number]>('DELETE FROM pets WHERE id = ?');
   const stateOf = petStates(db);
   const get = (id: number) => {
@@ -64,7 +87,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     return row === undefined ? undefined : versioned(row);
   };
   const create = (pet: NewPetRecord) => {
-    const created = versioned(insert.get(pet.name, pet.categoryId, pet.status) as PetRow);
+    const created = versioned(insert.get(pet.name, pet.categoryId, pet.status) as PetColumns);
     outbox.emit('pet.created', created.pet);
     return { id: created.pet.id, created };
   };
@@ -72,7 +95,8 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   const createUnclaimed = db.transaction((pet: NewPetRecord) => create(pet).created);
   // When nothing subscribes, the pet alone: one statement, its own transaction. all(), not get():
   // SQLite's commit hook, and with it the WAL's checkpoints, runs only once a statement has run to its end.
-  const createAlone = (pet: NewPetRecord) => versioned(insert.all(pet.name, pet.categoryId, pet.status)[0] as PetRow);
+  const createAlone = (pet: NewPetRecord) =>
+    versioned(insert.all(pet.name, pet.categoryId, pet.status)[0] as PetColumns);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
   const createClaimed = db.transaction((pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),
@@ -83,7 +107,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     const fields: PetFields | undefined = decide(current);
     if (fields === undefined) return current;
     const changed = versioned(
-      change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetRow,
+      change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetColumns,
     );
     outbox.emit('pet.updated', changed.pet);
     return changed;
