@@ -3,35 +3,51 @@ import type { FastifyError, FastifyInstance, preParsingHookHandler } from 'fasti
 import fp from 'fastify-plugin';
 import { ApiError } from '../domain/errors.js';
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const COMMA = 0x2c;
+
 /**
  * The first key an object in `json` (already known to be valid JSON) holds twice. JSON.parse keeps
- * the last value silently, so `{"name":5,"name":"Rex"}` would pass as `{"name":"Rex"}`.
+ * the last value silently, so `{"name":5,"name":"Rex"}` would pass as `{"name":"Rex"}`. Read by
+ * character code, and a key without escapes taken as it stands: every body with a JSON object
+ * is scanned.
  */
 export function duplicateKey(json: string): string | undefined {
   // One entry per open object (its keys so far) or array (null).
   const open: (Set<string> | null)[] = [];
   let expectingKey = false;
   for (let i = 0; i < json.length; i += 1) {
-    const char = json[i];
-    if (char === '"') {
+    const code = json.charCodeAt(i);
+    if (code === QUOTE) {
       const start = i;
-      for (i += 1; json[i] !== '"'; i += 1) if (json[i] === '\\') i += 1;
-      const keys = open.at(-1);
+      let escaped = false;
+      for (i += 1; json.charCodeAt(i) !== QUOTE; i += 1) {
+        if (json.charCodeAt(i) === BACKSLASH) {
+          i += 1;
+          escaped = true;
+        }
+      }
+      const keys = open[open.length - 1];
       if (expectingKey && keys) {
-        const key = JSON.parse(json.slice(start, i + 1)) as string;
+        const key = escaped ? (JSON.parse(json.slice(start, i + 1)) as string) : json.slice(start + 1, i);
         if (keys.has(key)) return key;
         keys.add(key);
         expectingKey = false;
       }
-    } else if (char === '{') {
+    } else if (code === OPEN_OBJECT) {
       open.push(new Set());
       expectingKey = true;
-    } else if (char === '[') {
+    } else if (code === OPEN_ARRAY) {
       open.push(null);
-    } else if (char === '}' || char === ']') {
+    } else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) {
       open.pop();
-    } else if (char === ',') {
-      expectingKey = open.at(-1) instanceof Set;
+    } else if (code === COMMA) {
+      expectingKey = open[open.length - 1] instanceof Set;
     }
   }
   return undefined;
