@@ -1,5 +1,5 @@
 import t from 'tap';
-import { conformingFetch, parseRawResponse, rawExchange } from './helpers/api.js';
+import { conformingFetch, parseRawResponse, rawExchange, startApi } from './helpers/api.js';
 import { newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
 
@@ -102,4 +102,14 @@ t.test('probes are not logged at info, not even refused while shutting down; the
     'a refused /readyz is no error: refusing is what it is for',
   );
   t.equal(lines.at(-1)?.msg, 'stopped: requests finished, database closed', 'the last line says it has stopped');
+});
+
+t.test('at LOG_LEVEL=warn a request that succeeds or is refused writes no line', async (t) => {
+  const lines: string[] = [];
+  const api = await startApi(t, {
+    logger: { level: 'warn', stream: { write: (line: string) => void lines.push(line) } },
+  });
+  t.equal((await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).statusCode, 200);
+  t.equal((await api.request({ method: 'GET', url: '/v1/pets' })).statusCode, 401);
+  t.same(lines, [], 'nothing written');
 });

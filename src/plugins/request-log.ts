@@ -5,6 +5,7 @@ import {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
+import type pino from 'pino';
 
 /**
  * What may be an API key in a URL: 43 or more URL-safe characters in a row, any of them
@@ -88,7 +89,7 @@ class RequestLogger {
   #child: FastifyBaseLogger | undefined;
 
   constructor(
-    private readonly parent: FastifyBaseLogger,
+    readonly parent: FastifyBaseLogger,
     private readonly bindings: Record<string, unknown>,
     private readonly options: object,
   ) {}
@@ -147,6 +148,12 @@ export const requestLogger = ((parent: FastifyBaseLogger, bindings: Record<strin
   new RequestLogger(parent, bindings, options)) as unknown as NonNullable<FastifyServerOptions['childLoggerFactory']>;
 
 /** A request's line through its logger: without making a child, when it is a RequestLogger. */
+/** Whether a line at `level` is written: as the request's own line is, by the parent when a RequestLogger. */
+function isLevelEnabled(log: FastifyBaseLogger, level: Level): boolean {
+  const logger = (log instanceof RequestLogger ? log.parent : log) as Partial<Pick<pino.Logger, 'isLevelEnabled'>>;
+  return logger.isLevelEnabled?.(level) ?? true;
+}
+
 function logLine(log: FastifyBaseLogger, level: Level, fields: object, message: string): void {
   if (log instanceof RequestLogger) log.line(level, fields, message);
   else log[level](fields, message);
@@ -165,6 +172,12 @@ export class RequestLog extends LogController {
 
   override requestCompleted(error: Error | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (reply.statusCode === 429 && unlogged.has(request)) return;
+    // Client errors are routine; only a 5xx is an error of ours (its cause is logged with it).
+    const level: Level =
+      request.routeOptions.config.probe === true ? 'debug' : reply.statusCode >= 500 ? 'error' : 'info';
+    const { log } = reply;
+    // At a level that leaves the line out (LOG_LEVEL=warn), it is not made either.
+    if (!isLevelEnabled(log, level)) return;
     const line = {
       // First, where a child logger bound to it would write it.
       reqId: request.id,
@@ -175,9 +188,8 @@ export class RequestLog extends LogController {
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };
-    if (request.routeOptions.config.probe === true) logLine(reply.log, 'debug', line, 'probe');
-    // Client errors are routine; only a 5xx is an error of ours (its cause is logged with it).
-    else if (reply.statusCode >= 500) logLine(reply.log, 'error', { ...line, err: error }, 'request failed');
-    else logLine(reply.log, 'info', line, 'request');
+    if (level === 'debug') logLine(log, level, line, 'probe');
+    else if (level === 'error') logLine(log, level, { ...line, err: error }, 'request failed');
+    else logLine(log, level, line, 'request');
   }
 }
