@@ -127,10 +127,16 @@ export interface Principal {
   expiresAt: number | null;
 }
 
+/**
+ * A key's SHA-256, in base64: how a presented key is looked up, cached and counted. The database
+ * keeps its 32 bytes.
+ */
+export type KeyHash = string;
+
 export interface AccountRepository {
   createAccount(name: string): Promise<Account>;
   findAccount(name: string): Promise<Account | undefined>;
-  addKey(accountId: number, hash: Buffer, prefix: string, grant?: KeyGrant): Promise<ApiKeyInfo>;
+  addKey(accountId: number, hash: KeyHash, prefix: string, grant?: KeyGrant): Promise<ApiKeyInfo>;
   findKey(keyId: number): Promise<ApiKeyInfo | undefined>;
   listKeys(accountId: number): Promise<ApiKeyInfo[]>;
   /** Returns false when no such key exists; revoking twice keeps the first time. */
@@ -138,7 +144,7 @@ export interface AccountRepository {
   /** Makes a key expire at `at` unless it expires sooner already; false when no such key exists. */
   expireKey(keyId: number, at: Date): Promise<boolean>;
   countKeys(): Promise<number>;
-  findPrincipal(hash: Buffer): Promise<Principal | undefined>;
+  findPrincipal(hash: KeyHash): Promise<Principal | undefined>;
 }
 
 /** An endpoint's subscription, as created or patched. */

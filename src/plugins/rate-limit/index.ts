@@ -4,7 +4,7 @@ import { ApiError } from '../../domain/errors.js';
 import { type Counted, type CountingStore, InProcessStore, RedisStore } from './stores.js';
 import { connectRedis, RedisAvailability, redisLocation } from './redis.js';
 import { LimitLog } from '../request-log.js';
-import type { Principal } from '../../storage/types.js';
+import type { KeyHash, Principal } from '../../storage/types.js';
 import type { RateLimitSettings } from '../settings.js';
 
 /**
@@ -39,12 +39,12 @@ export type FailureLimit = (
  */
 export interface KeyLimit {
   /** The key of this hash went over its limit and its window has not ended: the 429, and whose key it is. */
-  blocked(request: FastifyRequest, hash: Buffer): Blocked | undefined;
+  blocked(request: FastifyRequest, hash: KeyHash): Blocked | undefined;
   /** Counts an authenticated request against its key: the 429 to answer once over, undefined otherwise. */
   count(
     request: FastifyRequest,
     reply: FastifyReply,
-    hash: Buffer,
+    hash: KeyHash,
     answer: (refusal: ApiError | undefined) => void,
   ): void;
 }
@@ -131,25 +131,24 @@ class BlockedKeys {
 
   constructor(private readonly refusal: (seconds: number) => ApiError) {}
 
-  block(hash: Buffer, principal: Principal, resetAt: number): void {
+  block(hash: KeyHash, principal: Principal, resetAt: number): void {
     const now = Date.now();
     for (const [key, entry] of this.#byHash) if (entry.resetAt <= now) this.#byHash.delete(key);
-    this.#byHash.set(hash.toString('base64'), {
+    this.#byHash.set(hash, {
       principal,
       resetAt,
       refusal: this.refusal(Math.ceil((resetAt - now) / 1000)),
     });
   }
 
-  find(hash: Buffer): Blocked | undefined {
+  find(hash: KeyHash): Blocked | undefined {
     // Nearly always empty: then a request pays this one comparison.
     if (this.#byHash.size === 0) return undefined;
-    const key = hash.toString('base64');
-    const entry = this.#byHash.get(key);
+    const entry = this.#byHash.get(hash);
     if (entry === undefined) return undefined;
     const left = entry.resetAt - Date.now();
     if (left <= 0) {
-      this.#byHash.delete(key);
+      this.#byHash.delete(hash);
       return undefined;
     }
     // The entry itself, its refusal brought up to date: a blocked request allocates nothing.

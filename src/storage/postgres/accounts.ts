@@ -25,7 +25,7 @@ export function accountRepository(pool: Pool, keys: KeyCache): AccountRepository
       onlyRow<ApiKeyInfo>(pool, {
         text: `INSERT INTO api_keys (account_id, hash, prefix, scopes, expires_at) VALUES ($1, $2, $3, $4, $5)
                RETURNING ${KEY_COLUMNS}`,
-        values: [accountId, hash, prefix, scopes ?? null, expiresAt ?? null],
+        values: [accountId, Buffer.from(hash, 'base64'), prefix, scopes ?? null, expiresAt ?? null],
       }),
     findKey: async (keyId) =>
       firstRow<ApiKeyInfo>(pool, { text: `SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1`, values: [keyId] }),
@@ -58,7 +58,7 @@ export function accountRepository(pool: Pool, keys: KeyCache): AccountRepository
           text: `SELECT account_id AS "accountId", id AS "keyId", scopes,
                    (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresAt"
                  FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
-          values: [hash],
+          values: [Buffer.from(hash, 'base64')],
         }),
       ),
   };

@@ -1,4 +1,4 @@
-import type { Principal } from '../types.js';
+import type { KeyHash, Principal } from '../types.js';
 import { listen } from './listen.js';
 
 /** Where migration 009's trigger announces every committed change to `api_keys`. */
@@ -29,7 +29,7 @@ export class KeyCache {
     private readonly size = 10_000,
   ) {}
 
-  async get(hash: Buffer, read: () => Promise<Principal | undefined>): Promise<Principal | undefined> {
+  async get(key: KeyHash, read: () => Promise<Principal | undefined>): Promise<Principal | undefined> {
     // Started by the first lookup: the CLI, which looks up no key, opens no listening connection.
     this.#listener ??= listen(this.connectionString, 'petstore-keys', CHANNEL, {
       notified: () => this.#changed(),
@@ -43,7 +43,6 @@ export class KeyCache {
       },
     });
     if (!this.#listening) return read();
-    const key = hash.toString('base64');
     const now = performance.now();
     const entry = this.#entries.get(key);
     if (entry !== undefined && entry.until > now) return entry.principal;

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { Account, AccountRepository, ApiKeyInfo, Principal } from '../types.js';
+import type { Account, AccountRepository, ApiKeyInfo, KeyHash, Principal } from '../types.js';
 import { TableCache } from './table-cache.js';
 
 const KEY_COLUMNS = `id, account_id AS accountId, prefix, created_at AS createdAt, revoked_at AS revokedAt,
@@ -41,8 +41,8 @@ export function accountRepository(db: Database.Database): AccountRepository {
     `SELECT account_id AS accountId, id AS keyId, scopes, expires_at AS expiresAt FROM api_keys
      WHERE hash = ? AND revoked_at IS NULL`,
   );
-  const principalOf = (hash: Buffer): Principal | undefined => {
-    const row = principalByHash.get(hash);
+  const principalOf = (hash: KeyHash): Principal | undefined => {
+    const row = principalByHash.get(Buffer.from(hash, 'base64'));
     if (row === undefined) return undefined;
     const expiresAt = row.expiresAt === null ? null : Date.parse(row.expiresAt);
     // Shared by every request with this key until it changes.
@@ -57,7 +57,7 @@ export function accountRepository(db: Database.Database): AccountRepository {
       keyInfo(
         insertKey.get(
           accountId,
-          hash,
+          Buffer.from(hash, 'base64'),
           prefix,
           scopes === undefined ? null : scopes.join(' '),
           expiresAt?.toISOString() ?? null,
@@ -73,6 +73,6 @@ export function accountRepository(db: Database.Database): AccountRepository {
     countKeys: async () => countKeys.get()?.count ?? 0,
     // Looked up on every request: from the cache, unless a key changed since (a revoked key is
     // refused on its next request, whichever process revoked it). Unknown keys are not kept.
-    findPrincipal: async (hash) => principals.get(hash.toString('base64'), () => principalOf(hash)),
+    findPrincipal: async (hash) => principals.get(hash, () => principalOf(hash)),
   };
 }
