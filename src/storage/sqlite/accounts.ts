@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { Synchronous } from './synchronous.js';
 import type { Account, AccountRepository, ApiKeyInfo, KeyHash, Principal } from '../types.js';
 import { TableCache } from './table-cache.js';
 
@@ -12,7 +13,7 @@ type KeyRow = Omit<ApiKeyInfo, 'scopes'> & { scopes: string | null };
 const scopesOf = (stored: string | null) => (stored === null ? null : stored.split(' ').filter(Boolean));
 const keyInfo = (row: KeyRow): ApiKeyInfo => ({ ...row, scopes: scopesOf(row.scopes) });
 
-export function accountRepository(db: Database.Database): AccountRepository {
+export function accountRepository(db: Database.Database): Synchronous<AccountRepository> {
   const insertAccount = db.prepare<[string], Account>(
     `INSERT INTO accounts (name) VALUES (?) RETURNING ${ACCOUNT_COLUMNS}`,
   );
@@ -51,9 +52,9 @@ export function accountRepository(db: Database.Database): AccountRepository {
   const principals = new TableCache<string, Principal>(db, 'api_keys', ['INSERT', 'UPDATE', 'DELETE']);
 
   return {
-    createAccount: async (name) => insertAccount.get(name) as Account,
-    findAccount: async (name) => accountByName.get(name),
-    addKey: async (accountId, hash, prefix, { scopes, expiresAt } = {}) =>
+    createAccount: (name) => insertAccount.get(name) as Account,
+    findAccount: (name) => accountByName.get(name),
+    addKey: (accountId, hash, prefix, { scopes, expiresAt } = {}) =>
       keyInfo(
         insertKey.get(
           accountId,
@@ -63,16 +64,16 @@ export function accountRepository(db: Database.Database): AccountRepository {
           expiresAt?.toISOString() ?? null,
         ) as KeyRow,
       ),
-    findKey: async (keyId) => {
+    findKey: (keyId) => {
       const row = keyById.get(keyId);
       return row === undefined ? undefined : keyInfo(row);
     },
-    listKeys: async (accountId) => keysOfAccount.all(accountId).map(keyInfo),
-    revokeKey: async (keyId) => revoke.run(keyId).changes > 0,
-    expireKey: async (keyId, at) => expire.run(at.toISOString(), at.toISOString(), keyId).changes > 0,
-    countKeys: async () => countKeys.get()?.count ?? 0,
+    listKeys: (accountId) => keysOfAccount.all(accountId).map(keyInfo),
+    revokeKey: (keyId) => revoke.run(keyId).changes > 0,
+    expireKey: (keyId, at) => expire.run(at.toISOString(), at.toISOString(), keyId).changes > 0,
+    countKeys: () => countKeys.get()?.count ?? 0,
     // Looked up on every request: from the cache, unless a key changed since (a revoked key is
     // refused on its next request, whichever process revoked it). Unknown keys are not kept.
-    findPrincipal: async (hash) => principals.get(hash, () => principalOf(hash)),
+    findPrincipal: (hash) => principals.get(hash, () => principalOf(hash)),
   };
 }

@@ -9,6 +9,7 @@ import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
 import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
+import type { Synchronous } from './synchronous.js';
 
 export type SynchronousMode = 'NORMAL' | 'FULL' | 'EXTRA';
 
@@ -57,7 +58,8 @@ export function openSqlite(options: SqliteOptions): Storage {
     },
     migrationsApplied,
     // Ready means writable: take the write lock and let go.
-    ping: unavailableWhenBusy({ ping: async () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock).ping,
+    ping: unavailableWhenBusy<Pick<Storage, 'ping'>>({ ping: () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock)
+      .ping,
     close: async () => {
       if (db.open) db.close();
     },
@@ -82,21 +84,26 @@ class LockWait {
 
 /**
  * Another process holding the write lock (a long migration, a VACUUM) is the database unable to
- * serve now, a 503, not a fault of the request. Every method returns a promise; a handler on its
- * rejection adds one promise a call, where an async wrapper awaiting it would add two and a tick.
+ * serve now, a 503, not a fault of the request. The repositories answer synchronously; each call
+ * becomes one promise here, settled with the answer or the failure (an async method under a
+ * rejection handler made two promises and a tick).
  */
-function unavailableWhenBusy<T extends object>(repository: T, lock: LockWait): T {
-  const unavailable = (error: unknown) => {
-    if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
-      lock.held();
-      throw new StorageUnavailableError('SQLite is locked by another process', { cause: error });
-    }
-    throw error;
+function unavailableWhenBusy<T extends object>(repository: Synchronous<T>, lock: LockWait): T {
+  const failure = (error: unknown): Error => {
+    if (!(error instanceof Error)) return new Error(String(error));
+    if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') return error;
+    lock.held();
+    return new StorageUnavailableError('SQLite is locked by another process', { cause: error });
   };
   const wrapped: Record<string, unknown> = {};
   for (const [name, method] of Object.entries(repository)) {
-    wrapped[name] = (...args: unknown[]) =>
-      (method as (...args: unknown[]) => Promise<unknown>)(...args).catch(unavailable);
+    wrapped[name] = (...args: unknown[]) => {
+      try {
+        return Promise.resolve((method as (...args: unknown[]) => unknown)(...args));
+      } catch (error) {
+        return Promise.reject(failure(error));
+      }
+    };
   }
   return wrapped as T;
 }

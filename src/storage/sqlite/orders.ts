@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
 import type { Outbox } from './webhooks.js';
@@ -20,7 +21,7 @@ export function orderRepository(
   claims: Claims,
   outbox: Outbox,
   now: () => number,
-): OrderRepository {
+): Synchronous<OrderRepository> {
   const list = {
     all: db.prepare<[number, number], Order>(
       `SELECT ${ORDER_COLUMNS} FROM orders WHERE id > ? ORDER BY id ${BOUND_LIMIT}`,
@@ -67,14 +68,14 @@ export function orderRepository(
   });
 
   return {
-    list: async ({ limit, status, afterId = 0 }) => {
+    list: ({ limit, status, afterId = 0 }) => {
       const rows =
         status === undefined ? list.all.all(afterId, limit + 1) : list.byStatus.all(status, afterId, limit + 1);
       const hasMore = rows.length > limit;
       return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
     },
-    get: async (id) => byId.get(id),
-    place: async (petId, check, claim) => place.immediate(petId, check, claim),
-    update: async (id, decide) => update.immediate(id, decide),
+    get: (id) => byId.get(id),
+    place: (petId, check, claim) => place.immediate(petId, check, claim),
+    update: (id, decide) => update.immediate(id, decide),
   };
 }

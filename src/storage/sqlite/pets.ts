@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
 import { BOUND_LIMIT } from './statements.js';
@@ -41,7 +42,7 @@ export function petStatusSetter(db: Database.Database, outbox: Outbox): (id: num
   };
 }
 
-export function petRepository(db: Database.Database, claims: Claims, outbox: Outbox): PetRepository {
+export function petRepository(db: Database.Database, claims: Claims, outbox: Outbox): Synchronous<PetRepository> {
   // limit + 1 rows tell whether another page follows without a second query. A list of ids is
   // bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
@@ -130,7 +131,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   });
 
   return {
-    list: async ({ limit, status, ids: only, afterId = 0 }) => {
+    list: ({ limit, status, ids: only, afterId = 0 }) => {
       const rows =
         only === undefined
           ? status === undefined
@@ -142,17 +143,17 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
       const hasMore = rows.length > limit;
       return { items: (hasMore ? rows.slice(0, limit) : rows).map(versioned), hasMore };
     },
-    create: async (pet, claim) => {
+    create: (pet, claim) => {
       if (claim !== undefined) return createClaimed.immediate(pet, claim);
       const created = outbox.subscribes('pet.created') ? createUnclaimed.immediate(pet) : createAlone(pet);
       return { outcome: 'created', created };
     },
-    get: async (id) => get(id),
-    update: async (id, decide) => {
+    get: (id) => get(id),
+    update: (id, decide) => {
       const updated = update.immediate(id, decide);
       return updated === undefined ? undefined : { pet: updated.pet, version: updated.version };
     },
-    remove: async (id, check) => removeChecked.immediate(id, check),
-    createMany: async (pets) => insertMany(pets),
+    remove: (id, check) => removeChecked.immediate(id, check),
+    createMany: (pets) => insertMany(pets),
   };
 }

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { Synchronous } from './synchronous.js';
 import { BOUND_LIMIT } from './statements.js';
 import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, InFlightCaps, WebhookRepository } from '../types.js';
@@ -119,7 +120,11 @@ interface EndpointUpdate {
   id: number;
 }
 
-export function webhookRepository(db: Database.Database, outbox: Outbox, now: () => number): WebhookRepository {
+export function webhookRepository(
+  db: Database.Database,
+  outbox: Outbox,
+  now: () => number,
+): Synchronous<WebhookRepository> {
   const owned = 'account_id = ? AND id = ?';
   const list = db.prepare<[number], EndpointRow>(
     `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE account_id = ? ORDER BY id`,
@@ -171,25 +176,25 @@ export function webhookRepository(db: Database.Database, outbox: Outbox, now: ()
   const found = (row: EndpointRow | undefined) => (row === undefined ? undefined : endpointOf(row));
 
   return {
-    list: async (accountId) => list.all(accountId).map(endpointOf),
-    get: async (accountId, id) => found(get.get(accountId, id)),
-    create: async (accountId, { url, events }, secret, maxEndpoints) =>
+    list: (accountId) => list.all(accountId).map(endpointOf),
+    get: (accountId, id) => found(get.get(accountId, id)),
+    create: (accountId, { url, events }, secret, maxEndpoints) =>
       create.immediate(accountId, url, JSON.stringify(events), secret, maxEndpoints),
-    update: async (accountId, id, patch) => {
+    update: (accountId, id, patch) => {
       const enabled = patch.enabled === undefined ? null : Number(patch.enabled);
       const events = patch.events === undefined ? null : JSON.stringify(patch.events);
       return found(update.get({ url: patch.url ?? null, events, enabled, at: now(), accountId, id }));
     },
-    remove: async (accountId, id) => remove.run(accountId, id).changes > 0,
-    rotateSecret: async (accountId, id, { secret, previousExpiresAt }) =>
+    remove: (accountId, id) => remove.run(accountId, id).changes > 0,
+    rotateSecret: (accountId, id, { secret, previousExpiresAt }) =>
       found(rotate.get({ secret, expiresAt: previousExpiresAt, at: now(), accountId, id })),
-    sendTest: async (accountId, id) => sendTest.immediate(accountId, id),
-    attempts: async (accountId, id, limit) =>
+    sendTest: (accountId, id) => sendTest.immediate(accountId, id),
+    attempts: (accountId, id, limit) =>
       get.get(accountId, id) === undefined ? undefined : attempts.all(id, limit).map(attemptOf),
   };
 }
 
-export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => number): DeliveryQueue {
+export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => number): Synchronous<DeliveryQueue> {
   const mark = db.prepare<[], number>('SELECT last_event_id FROM webhook_fan_out').pluck();
   const batchEnd = db
     .prepare<[number, number], number | null>(
@@ -321,19 +326,19 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
   });
 
   return {
-    claim: async (limit, leaseMs, caps) => {
+    claim: (limit, leaseMs, caps) => {
       const at = now();
       return claim.immediate(at, leaseMs, limit, caps).map((row) => claimedOf(row, at));
     },
-    settle: async (outcomes) => settleAll.immediate(outcomes),
-    saturated: async () => false,
-    release: async (ids) => releaseAll.immediate(ids),
-    nextDueAt: async (caps) => nextDue.get({ ...caps, at: now() })?.at ?? undefined,
-    backlog: async () => {
+    settle: (outcomes) => settleAll.immediate(outcomes),
+    saturated: () => false,
+    release: (ids) => releaseAll.immediate(ids),
+    nextDueAt: (caps) => nextDue.get({ ...caps, at: now() })?.at ?? undefined,
+    backlog: () => {
       const row = backlog.get();
       return { pending: row?.pending ?? 0, oldestCommittedAt: row?.oldest ?? undefined };
     },
-    prune: async (before) => pruneAll.immediate(before),
+    prune: (before) => pruneAll.immediate(before),
     onCommit: (listener) => outbox.onCommit(listener),
   };
 }
