@@ -147,13 +147,13 @@ class RequestLogger {
 export const requestLogger = ((parent: FastifyBaseLogger, bindings: Record<string, unknown>, options: object) =>
   new RequestLogger(parent, bindings, options)) as unknown as NonNullable<FastifyServerOptions['childLoggerFactory']>;
 
-/** A request's line through its logger: without making a child, when it is a RequestLogger. */
 /** Whether a line at `level` is written: as the request's own line is, by the parent when a RequestLogger. */
 function isLevelEnabled(log: FastifyBaseLogger, level: Level): boolean {
   const logger = (log instanceof RequestLogger ? log.parent : log) as Partial<Pick<pino.Logger, 'isLevelEnabled'>>;
   return logger.isLevelEnabled?.(level) ?? true;
 }
 
+/** A request's line through its logger: without making a child, when it is a RequestLogger. */
 function logLine(log: FastifyBaseLogger, level: Level, fields: object, message: string): void {
   if (log instanceof RequestLogger) log.line(level, fields, message);
   else log[level](fields, message);
