@@ -1,7 +1,7 @@
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { Webhook } from 'standardwebhooks';
 import type { AddressGuard } from './address-guard.js';
 
 /** A message to POST, signed with each of `secrets` (two while a rotated one's grace lasts). */
@@ -17,20 +17,35 @@ export interface SignedMessage {
 export type SendResult =
   { status: number; retryAfterMs?: number | undefined; durationMs: number } | { error: string; durationMs: number };
 
+/** The key a `whsec_` secret stands for: the bytes its base64 spells (Standard Webhooks). */
+function signingKey(secret: string): KeyObject {
+  return createSecretKey(Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64'));
+}
+
+/**
+ * Standard Webhooks' `v1` signature: HMAC-SHA256 of `id.timestamp.body`, in base64. Node's HMAC, not
+ * the standardwebhooks package's JavaScript SHA-256 (11.6 µs a signature against 2.5); the tests
+ * verify every delivery with that package's verifier.
+ */
+function signature(key: KeyObject, eventId: string, timestamp: string, body: string): string {
+  return `v1,${createHmac('sha256', key).update(`${eventId}.${timestamp}.${body}`).digest('base64')}`;
+}
+
 /**
  * Only the headers Standard Webhooks defines, the body's type, and the attempt's `traceparent` when
  * traced: nothing of the server leaks.
  */
-function headersFor(message: SignedMessage, signers: (secret: string) => Webhook, at: Date) {
-  const signature = message.secrets.map((secret) => signers(secret).sign(message.eventId, at, message.body)).join(' ');
+function headersFor(message: SignedMessage, keys: (secret: string) => KeyObject, at: Date) {
+  const timestamp = String(Math.floor(at.getTime() / 1000));
+  const signatures = message.secrets.map((secret) => signature(keys(secret), message.eventId, timestamp, message.body));
   const traced = message.traceParent === undefined ? {} : { traceparent: message.traceParent };
   return {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(message.body)),
     'user-agent': 'petstore-webhooks',
     'webhook-id': message.eventId,
-    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
-    'webhook-signature': signature,
+    'webhook-timestamp': timestamp,
+    'webhook-signature': signatures.join(' '),
     ...traced,
   };
 }
@@ -52,25 +67,25 @@ export class Sender {
     'http:': new http.Agent({ keepAlive: true, maxSockets: 64 }),
     'https:': new https.Agent({ keepAlive: true, maxSockets: 64 }),
   };
-  private readonly signers = new Map<string, Webhook>();
+  private readonly keys = new Map<string, KeyObject>();
 
   constructor(
     private readonly guard: AddressGuard,
     private readonly timeoutMs: number,
   ) {}
 
-  private signer = (secret: string): Webhook => {
-    let signer = this.signers.get(secret);
-    if (signer === undefined) {
-      signer = new Webhook(secret);
-      this.signers.set(secret, signer);
+  private key = (secret: string): KeyObject => {
+    let key = this.keys.get(secret);
+    if (key === undefined) {
+      key = signingKey(secret);
+      this.keys.set(secret, key);
     }
-    return signer;
+    return key;
   };
 
-  /** Forgets signers of secrets no longer in use (a rotated secret's grace ended, an endpoint removed). */
+  /** Forgets the keys of secrets no longer in use (a rotated secret's grace ended, an endpoint removed). */
   forget(secrets: Iterable<string>): void {
-    for (const secret of secrets) this.signers.delete(secret);
+    for (const secret of secrets) this.keys.delete(secret);
   }
 
   send(message: SignedMessage): Promise<SendResult> {
@@ -99,7 +114,7 @@ export class Sender {
       const request = (protocol === 'https:' ? https : http).request(url, {
         method: 'POST',
         agent: this.agents[protocol],
-        headers: headersFor(message, this.signer, new Date()),
+        headers: headersFor(message, this.key, new Date()),
         lookup: this.guard.lookup,
         timeout: this.timeoutMs,
       });
