@@ -248,9 +248,12 @@ export function deliveryQueue(db: Database.Database, outbox: Outbox, now: () => 
     `INSERT INTO webhook_attempts (endpoint_id, event_id, event_type, attempt, attempted_at, response_status,
        error, duration_ms, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  const succeeded = db.prepare<[number]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?');
+  // Only an endpoint whose failing changes is written: not its row again on every delivery.
+  const succeeded = db.prepare<[number]>(
+    'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL',
+  );
   const failed = db.prepare<[number, number]>(
-    'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
+    'UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL',
   );
   const disable = db.prepare<[string, number, number]>(
     'UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, updated_at = ? WHERE id = ?',
