@@ -52,7 +52,14 @@ const variants = (scenario: string): Variant[] => [
     ? REQUEST_FEATURES.map((feature) => ({ ...feature, sign: 1 as const }))
     : [
         { feature: 'idempotency claim', sign: -1 as const, scenario: IDEMPOTENT_CREATE },
-        { feature: 'outbox write, and its delivery', sign: -1 as const, subscribed: true },
+        { feature: 'outbox write and its delivery', sign: -1 as const, subscribed: true },
+        // The worker claiming once an hour: what a subscribed create costs its own request.
+        {
+          feature: 'outbox write alone (delivery held back)',
+          sign: -1 as const,
+          subscribed: true,
+          env: { WEBHOOK_POLL_INTERVAL: '1h', WEBHOOK_YIELD_AT_UTILIZATION: '0' },
+        },
       ]),
   ...OPERATION_FEATURES.map((feature) => ({ ...feature, sign: 1 as const })),
   { feature: 'tracing on, every trace sampled', sign: -1, tracedRatio: '1' },
