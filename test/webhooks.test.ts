@@ -5,7 +5,8 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { ApiError, type ErrorBody } from '../src/domain/errors.js';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
-import type { EventType, WebhookDelivery, WebhookEndpoint } from '../src/domain/events.js';
+import fc from 'fast-check';
+import { type EventType, isoTimestamp, type WebhookDelivery, type WebhookEndpoint } from '../src/domain/events.js';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { Order } from '../src/storage/types.js';
 import { migrationsDir } from '../src/contract/paths.js';
@@ -477,3 +478,30 @@ if (backend === 'postgres') {
     t.ok(wakes >= 5, `woken ${wakes} times for 5 commits`);
   });
 }
+
+t.test("an event's timestamp is Date#toISOString's for any millisecond, in any order", async (t) => {
+  // The formatter keeps the last second it formatted: a new second, an earlier one, the same one.
+  // Every instant a Date holds (±8.64e15 ms), kept a step from either end.
+  const instants = fc.integer({ min: -8.64e15 + 2500, max: 8.64e15 - 2500 });
+  const nearby = fc.tuple(instants, fc.integer({ min: -2500, max: 2500 }));
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.oneof(
+          instants,
+          nearby.map(([at, step]) => at + step),
+        ),
+        { minLength: 1 },
+      ),
+      (ats) => ats.every((at) => isoTimestamp(at) === new Date(at).toISOString()),
+    ),
+  );
+  const second = Date.UTC(2026, 10, 28, 5, 27, 59);
+  t.same([second, second + 7, second + 999, second + 1000, second - 1].map(isoTimestamp), [
+    '2026-11-28T05:27:59.000Z',
+    '2026-11-28T05:27:59.007Z',
+    '2026-11-28T05:27:59.999Z',
+    '2026-11-28T05:28:00.000Z',
+    '2026-11-28T05:27:58.999Z',
+  ]);
+});

@@ -20,9 +20,27 @@ export interface OutboxEvent {
   at: number;
 }
 
+/** The second isoTimestamp last formatted, and its ISO string up to the milliseconds. */
+let formattedSecond = NaN;
+let secondPrefix = '';
+
+/**
+ * `new Date(at).toISOString()`, formatting the date once a second: V8's costs ~9,000 instructions
+ * (callgrind), a sixth of what writing an event adds to a subscribed create.
+ */
+export function isoTimestamp(at: number): string {
+  const second = Math.floor(at / 1000);
+  if (second !== formattedSecond) {
+    formattedSecond = second;
+    // Up to and including the '.': "2026-11-28T05:27:59." (a year past 9999 is longer).
+    secondPrefix = new Date(second * 1000).toISOString().slice(0, -4);
+  }
+  return `${secondPrefix}${String(at - second * 1000).padStart(3, '0')}Z`;
+}
+
 /** The one way an event is made: typed by its kind, so `data` must be what the contract says. */
 export function outboxEvent<K extends EventType>(type: K, data: EventData<K>, at: number): OutboxEvent {
-  return { type, at, body: JSON.stringify({ type, timestamp: new Date(at).toISOString(), data }) };
+  return { type, at, body: JSON.stringify({ type, timestamp: isoTimestamp(at), data }) };
 }
 
 /** The `webhook-id` of the outbox's event number `id`. */
