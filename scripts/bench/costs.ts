@@ -179,8 +179,8 @@ try {
     `Main-thread instructions per response, ${WARMUP_RESPONSES} responses of warm-up, ${WINDOW_SECONDS} s counted:`,
   ];
   for (const name of scenarios) {
-    // COSTS_FEATURES: only these (comma-separated), beside everything on.
-    const only = process.env.COSTS_FEATURES?.split(',');
+    // COSTS_FEATURES: only these (separated by '|': names have commas), beside everything on.
+    const only = process.env.COSTS_FEATURES?.split('|');
     const runs = variants(name).filter((v, index) => index === 0 || only === undefined || only.includes(v.feature));
     // Each variant's lives in turn with the others', so that a busy moment falls on all alike.
     const lives = Array.from({ length: LIVES }, () => runs).flat();
