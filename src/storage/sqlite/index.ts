@@ -9,6 +9,7 @@ import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
 import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
+import { GroupCommit } from './group-commit.js';
 import type { Synchronous } from './synchronous.js';
 
 export type SynchronousMode = 'NORMAL' | 'FULL' | 'EXTRA';
@@ -43,23 +44,26 @@ export function openSqlite(options: SqliteOptions): Storage {
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   const migrationsApplied = migrate(db, migrationsDir('sqlite'));
   const lock = new LockWait(db);
+  const failure = unavailableWhenBusy(lock);
+  const writes = new GroupCommit(db, failure);
   const now = options.now ?? Date.now;
   const claims = new Claims(db, now);
   const outbox = new Outbox(db, now, options.traceParent);
+  const served = <T extends object>(repository: Synchronous<T>, writing: readonly (keyof T)[]) =>
+    asStorage(repository, failure, writes, writing);
 
   return {
-    pets: unavailableWhenBusy(petRepository(db, claims, outbox), lock),
-    orders: unavailableWhenBusy(orderRepository(db, claims, outbox, now), lock),
-    accounts: unavailableWhenBusy(accountRepository(db), lock),
-    webhooks: unavailableWhenBusy(webhookRepository(db, outbox, now), lock),
+    pets: served(petRepository(db, claims, outbox), ['create', 'update', 'remove', 'createMany']),
+    orders: served(orderRepository(db, claims, outbox, now), ['place', 'update']),
+    accounts: served(accountRepository(db), ['createAccount', 'addKey', 'revokeKey', 'expireKey']),
+    webhooks: served(webhookRepository(db, outbox, now), ['create', 'update', 'remove', 'rotateSecret', 'sendTest']),
     deliveries: {
-      ...unavailableWhenBusy(deliveryQueue(db, outbox, now), lock),
+      ...asStorage(deliveryQueue(db, outbox, now), failure),
       onCommit: outbox.onCommit.bind(outbox),
     },
     migrationsApplied,
     // Ready means writable: take the write lock and let go.
-    ping: unavailableWhenBusy<Pick<Storage, 'ping'>>({ ping: () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, lock)
-      .ping,
+    ping: asStorage<Pick<Storage, 'ping'>>({ ping: () => void db.exec('BEGIN IMMEDIATE; ROLLBACK') }, failure).ping,
     close: async () => {
       if (db.open) db.close();
     },
@@ -84,26 +88,40 @@ class LockWait {
 
 /**
  * Another process holding the write lock (a long migration, a VACUUM) is the database unable to
- * serve now, a 503, not a fault of the request. The repositories answer synchronously; each call
- * becomes one promise here, settled with the answer or the failure (an async method under a
- * rejection handler made two promises and a tick).
+ * serve now, a 503, not a fault of the request.
  */
-function unavailableWhenBusy<T extends object>(repository: Synchronous<T>, lock: LockWait): T {
-  const failure = (error: unknown): Error => {
+function unavailableWhenBusy(lock: LockWait): (error: unknown) => Error {
+  return (error) => {
     if (!(error instanceof Error)) return new Error(String(error));
     if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') return error;
     lock.held();
     return new StorageUnavailableError('SQLite is locked by another process', { cause: error });
   };
+}
+
+/**
+ * The repositories answer synchronously; each call becomes one promise here, settled with the
+ * answer or the failure (an async method under a rejection handler made two promises and a tick).
+ * The methods named in `writing` commit with the other writes of their turn (GroupCommit).
+ */
+function asStorage<T extends object>(
+  repository: Synchronous<T>,
+  failure: (error: unknown) => Error,
+  writes?: GroupCommit,
+  writing: readonly (keyof T)[] = [],
+): T {
   const wrapped: Record<string, unknown> = {};
-  for (const [name, method] of Object.entries(repository)) {
-    wrapped[name] = (...args: unknown[]) => {
-      try {
-        return Promise.resolve((method as (...args: unknown[]) => unknown)(...args));
-      } catch (error) {
-        return Promise.reject(failure(error));
-      }
-    };
+  for (const [name, method] of Object.entries(repository) as [keyof T & string, (...args: unknown[]) => unknown][]) {
+    wrapped[name] =
+      writes !== undefined && writing.includes(name)
+        ? (...args: unknown[]) => writes.run(() => method(...args))
+        : (...args: unknown[]) => {
+            try {
+              return Promise.resolve(method(...args));
+            } catch (error) {
+              return Promise.reject(failure(error));
+            }
+          };
   }
   return wrapped as T;
 }

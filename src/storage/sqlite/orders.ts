@@ -1,3 +1,4 @@
+import { atomic } from './group-commit.js';
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
@@ -42,7 +43,8 @@ export function orderRepository(
   const timestamp = () => new Date(now()).toISOString();
 
   // IMMEDIATE transactions: the pet is read under the write lock, so two orders cannot both find it available.
-  const place = db.transaction(
+  const place = atomic(
+    db,
     (petId: number, check: (pet: PetState | undefined) => PetStatus, claim: Parameters<OrderRepository['place']>[2]) =>
       claims.claimed(
         claim,
@@ -56,7 +58,7 @@ export function orderRepository(
         },
       ),
   );
-  const update = db.transaction((id: number, decide: Decide<Order, OrderChange>) => {
+  const update = atomic(db, (id: number, decide: Decide<Order, OrderChange>) => {
     const current = byId.get(id);
     if (current === undefined) return undefined;
     const change = decide(current);
@@ -75,7 +77,7 @@ export function orderRepository(
       return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
     },
     get: (id) => byId.get(id),
-    place: (petId, check, claim) => place.immediate(petId, check, claim),
-    update: (id, decide) => update.immediate(id, decide),
+    place: (petId, check, claim) => place(petId, check, claim),
+    update: (id, decide) => update(id, decide),
   };
 }

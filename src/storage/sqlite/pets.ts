@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
 import type { Outbox } from './webhooks.js';
+import { atomic } from './group-commit.js';
 import { BOUND_LIMIT } from './statements.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
 
@@ -93,16 +94,16 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     return { id: created.pet.id, created };
   };
   // Without a claim, a create is still one transaction with its event.
-  const createUnclaimed = db.transaction((pet: NewPetRecord) => create(pet).created);
+  const createUnclaimed = atomic(db, (pet: NewPetRecord) => create(pet).created);
   // When nothing subscribes, the pet alone: one statement, its own transaction. all(), not get():
   // SQLite's commit hook, and with it the WAL's checkpoints, runs only once a statement has run to its end.
   const createAlone = (pet: NewPetRecord) =>
     versioned(insert.all(pet.name, pet.categoryId, pet.status)[0] as PetColumns);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
-  const createClaimed = db.transaction((pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
+  const createClaimed = atomic(db, (pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),
   );
-  const update = db.transaction((id: number, decide: Parameters<PetRepository['update']>[1]) => {
+  const update = atomic(db, (id: number, decide: Parameters<PetRepository['update']>[1]) => {
     const current = stateOf(id);
     if (current === undefined) return undefined;
     const fields: PetFields | undefined = decide(current);
@@ -113,7 +114,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     outbox.emit('pet.updated', changed.pet);
     return changed;
   });
-  const removeChecked = db.transaction((id: number, check: (current: PetState) => void) => {
+  const removeChecked = atomic(db, (id: number, check: (current: PetState) => void) => {
     const current = stateOf(id);
     if (current === undefined) return false;
     check(current);
@@ -121,7 +122,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     outbox.emit('pet.deleted', current.pet);
     return true;
   });
-  const insertMany = db.transaction((pets: Iterable<NewPetRecord>) => {
+  const insertMany = atomic(db, (pets: Iterable<NewPetRecord>) => {
     let count = 0;
     for (const pet of pets) {
       insert.run(pet.name, pet.categoryId, pet.status);
@@ -144,16 +145,16 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
       return { items: (hasMore ? rows.slice(0, limit) : rows).map(versioned), hasMore };
     },
     create: (pet, claim) => {
-      if (claim !== undefined) return createClaimed.immediate(pet, claim);
-      const created = outbox.subscribes('pet.created') ? createUnclaimed.immediate(pet) : createAlone(pet);
+      if (claim !== undefined) return createClaimed(pet, claim);
+      const created = outbox.subscribes('pet.created') ? createUnclaimed(pet) : createAlone(pet);
       return { outcome: 'created', created };
     },
     get: (id) => get(id),
     update: (id, decide) => {
-      const updated = update.immediate(id, decide);
+      const updated = update(id, decide);
       return updated === undefined ? undefined : { pet: updated.pet, version: updated.version };
     },
-    remove: (id, check) => removeChecked.immediate(id, check),
+    remove: (id, check) => removeChecked(id, check),
     createMany: (pets) => insertMany(pets),
   };
 }

@@ -7,6 +7,18 @@ import type Database from 'better-sqlite3';
  */
 const OTHER_CONNECTIONS_EVERY_MS = 1;
 
+/** Each connection's caches, to be forgotten together (forgetCached). */
+const cachesOf = new WeakMap<Database.Database, Set<TableCache<unknown, unknown>>>();
+
+/**
+ * Forgets what every cache of `db` holds. After a transaction rolled back whole, an entry read after
+ * one of its changes would still hold the change: the triggers clear a cache when a change is made,
+ * not when it is undone (group-commit.ts).
+ */
+export function forgetCached(db: Database.Database): void {
+  for (const cache of cachesOf.get(db) ?? []) cache.clear();
+}
+
 /**
  * What was read from one table, kept until the table changes: a change by this connection is seen
  * at once through temporary triggers (whichever code makes it, in a transaction or not), one by
@@ -33,10 +45,16 @@ export class TableCache<K, V> {
       this.#entries.clear();
       return null;
     });
+    const caches = cachesOf.get(db) ?? new Set();
+    cachesOf.set(db, caches.add(this));
     for (const change of changes) {
       db.exec(`CREATE TEMP TRIGGER ${table}_${change.split(' ')[0]?.toLowerCase()}_cached
         AFTER ${change} ON ${table} BEGIN SELECT ${cleared}(); END`);
     }
+  }
+
+  clear(): void {
+    this.#entries.clear();
   }
 
   /** The entry under `key`, read with `read` when there is none; an undefined read is not kept. */

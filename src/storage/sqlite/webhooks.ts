@@ -1,3 +1,4 @@
+import { atomic } from './group-commit.js';
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import { BOUND_LIMIT } from './statements.js';
@@ -137,12 +138,10 @@ export function webhookRepository(
      VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
   );
   // Counted and written under the write lock (an immediate transaction): no other writer between.
-  const create = db.transaction(
-    (accountId: number, url: string, events: string, secret: string, maxEndpoints: number) => {
-      if ((count.get(accountId) as number) >= maxEndpoints) return 'limit_reached' as const;
-      return endpointOf(insert.get(accountId, url, events, secret, now(), now()) as EndpointRow);
-    },
-  );
+  const create = atomic(db, (accountId: number, url: string, events: string, secret: string, maxEndpoints: number) => {
+    if ((count.get(accountId) as number) >= maxEndpoints) return 'limit_reached' as const;
+    return endpointOf(insert.get(accountId, url, events, secret, now(), now()) as EndpointRow);
+  });
   // Enabling clears why it was disabled and the failures that led there.
   const update = db.prepare<[EndpointUpdate], EndpointRow>(
     `UPDATE webhook_endpoints SET url = coalesce(@url, url), events = coalesce(@events, events),
@@ -164,7 +163,7 @@ export function webhookRepository(
   const attempts = db.prepare<[number, number], AttemptRow>(
     `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE endpoint_id = ? ORDER BY id DESC ${BOUND_LIMIT}`,
   );
-  const sendTest = db.transaction((accountId: number, id: number) => {
+  const sendTest = atomic(db, (accountId: number, id: number) => {
     const endpoint = get.get(accountId, id);
     if (endpoint === undefined) return undefined;
     if (!endpoint.enabled) return 'disabled' as const;
@@ -178,7 +177,7 @@ export function webhookRepository(
     list: (accountId) => list.all(accountId).map(endpointOf),
     get: (accountId, id) => found(get.get(accountId, id)),
     create: (accountId, { url, events }, secret, maxEndpoints) =>
-      create.immediate(accountId, url, JSON.stringify(events), secret, maxEndpoints),
+      create(accountId, url, JSON.stringify(events), secret, maxEndpoints),
     update: (accountId, id, patch) => {
       const enabled = patch.enabled === undefined ? null : Number(patch.enabled);
       const events = patch.events === undefined ? null : JSON.stringify(patch.events);
@@ -187,7 +186,7 @@ export function webhookRepository(
     remove: (accountId, id) => remove.run(accountId, id).changes > 0,
     rotateSecret: (accountId, id, { secret, previousExpiresAt }) =>
       found(rotate.get({ secret, expiresAt: previousExpiresAt, at: now(), accountId, id })),
-    sendTest: (accountId, id) => sendTest.immediate(accountId, id),
+    sendTest: (accountId, id) => sendTest(accountId, id),
     attempts: (accountId, id, limit) =>
       get.get(accountId, id) === undefined ? undefined : attempts.all(id, limit).map(attemptOf),
   };
