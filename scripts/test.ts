@@ -43,6 +43,7 @@ const NOT_ON_POSTGRES = [
   'contract*',
   'deploy',
   'dev-*',
+  'doc-references',
   'docs',
   'multi-instance',
   'overload',
