@@ -50,6 +50,7 @@ const NOT_ON_POSTGRES = [
   'proxy-tls',
   'redis-*',
   'slow-clients',
+  'unit-*',
 ];
 
 /**
