@@ -1,3 +1,4 @@
+import { parseArgs } from 'node:util';
 import { issueKey } from './auth/api-keys.js';
 import { loadConfig } from './config/environment.js';
 import { openStorage } from './storage/index.js';
@@ -251,28 +252,33 @@ function commandOf(args: string[]): [string, Command, string[]] {
   throw new UsageError(noun === undefined ? 'missing command' : `unknown command "${args.join(' ')}"`);
 }
 
-/** The options among `given` (`--name value` or `--name=value`), each one the command takes, once; and the rest. */
+/**
+ * The options among `given` (`--name value` or `--name=value`, read by node's parseArgs), each one
+ * the command takes, once; and the rest. After `--`, everything is an argument.
+ */
 function optionsOf(name: string, command: Command, given: string[]): [Map<string, string>, string[]] {
-  const takes = new Set((command.options ?? []).map((option) => option.split(' ')[0]));
+  const takes = (command.options ?? []).map((option) => option.split(' ')[0] ?? '');
+  const { tokens } = parseArgs({
+    args: given,
+    options: Object.fromEntries(takes.map((option) => [option.slice(2), { type: 'string' as const }])),
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
   const options = new Map<string, string>();
   const rest: string[] = [];
-  for (let at = 0; at < given.length; at += 1) {
-    const argument = given[at] ?? '';
-    if (!argument.startsWith('-')) {
-      rest.push(argument);
-      continue;
-    }
-    const equals = argument.indexOf('=');
-    const option = equals < 0 ? argument : argument.slice(0, equals);
+  for (const token of tokens) {
+    if (token.kind === 'positional') rest.push(token.value);
+    if (token.kind !== 'option') continue;
+    const option = token.rawName;
     // `accounts create --help` must not make an account named --help.
-    if (!takes.has(option)) {
-      const which = takes.size === 0 ? 'takes no options' : `takes ${[...takes].join(', ')}`;
+    if (!takes.includes(option)) {
+      const which = takes.length === 0 ? 'takes no options' : `takes ${takes.join(', ')}`;
       throw new UsageError(`"${name}" ${which}; got ${JSON.stringify(option)}`);
     }
-    const value = equals < 0 ? given[(at += 1)] : argument.slice(equals + 1);
-    if (value === undefined || value === '') throw new UsageError(`${option} needs a value`);
+    if (token.value === undefined || token.value === '') throw new UsageError(`${option} needs a value`);
     if (options.has(option)) throw new UsageError(`${option} is given twice`);
-    options.set(option, value);
+    options.set(option, token.value);
   }
   return [options, rest];
 }
