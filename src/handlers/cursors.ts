@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { ApiError } from '../domain/errors.js';
 
 const CURSOR = /^v2:([1-9][0-9]{0,15})\.([A-Za-z0-9_-]{8})$/;
@@ -15,15 +16,13 @@ export function cursorScope(path: string, filters: Record<string, string | undef
 }
 
 /** The tags of the scopes paged most recently: nearly every page of a list is of a list paged before. */
-const recentTags = new Map<string, string>();
-const RECENT_TAGS = 1_000;
+const recentTags = new LRUCache<string, string>({ max: 1_000 });
 
 /** 48 bits of the scope's hash: enough to tell lists apart, not to keep a secret (there is none). */
 function scopeTag(scope: string): string {
   let tag = recentTags.get(scope);
   if (tag === undefined) {
     tag = hash('sha256', scope, 'buffer').subarray(0, 6).toString('base64url');
-    if (recentTags.size >= RECENT_TAGS) recentTags.delete(recentTags.keys().next().value as string);
     recentTags.set(scope, tag);
   }
   return tag;

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { KeyHash, Principal } from '../types.js';
 import { listen } from './listen.js';
 
@@ -18,7 +19,7 @@ const KEPT_FOR_MS = 5_000;
  * kept. Unknown keys are never kept, so guessed keys cannot fill it; at most `size` entries.
  */
 export class KeyCache {
-  readonly #entries = new Map<string, { principal: Principal; until: number }>();
+  readonly #entries: LRUCache<string, Principal>;
   #listening = false;
   /** Moves on every change and every loss: a lookup that saw it move is not kept. */
   #generation = 0;
@@ -26,8 +27,10 @@ export class KeyCache {
 
   constructor(
     private readonly connectionString: string,
-    private readonly size = 10_000,
-  ) {}
+    size = 10_000,
+  ) {
+    this.#entries = new LRUCache({ max: size, ttl: KEPT_FOR_MS, ttlAutopurge: false });
+  }
 
   async get(key: KeyHash, read: () => Promise<Principal | undefined>): Promise<Principal | undefined> {
     // Started by the first lookup: the CLI, which looks up no key, opens no listening connection.
@@ -43,17 +46,12 @@ export class KeyCache {
       },
     });
     if (!this.#listening) return read();
-    const now = performance.now();
-    const entry = this.#entries.get(key);
-    if (entry !== undefined && entry.until > now) return entry.principal;
+    const cached = this.#entries.get(key);
+    if (cached !== undefined) return cached;
     const generation = this.#generation;
     const principal = await read();
     // A change or a lost connection meanwhile moved the generation.
-    if (principal !== undefined && generation === this.#generation) {
-      this.#entries.delete(key);
-      if (this.#entries.size >= this.size) this.#entries.delete(this.#entries.keys().next().value as string);
-      this.#entries.set(key, { principal: Object.freeze(principal), until: now + KEPT_FOR_MS });
-    }
+    if (principal !== undefined && generation === this.#generation) this.#entries.set(key, Object.freeze(principal));
     return principal;
   }
 

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { LRUCache } from 'lru-cache';
 
 /**
  * How often, at most, another connection's commits are looked for: reading `PRAGMA data_version`
@@ -8,7 +9,7 @@ import type Database from 'better-sqlite3';
 const OTHER_CONNECTIONS_EVERY_MS = 1;
 
 /** Each connection's caches, to be forgotten together (forgetCached). */
-const cachesOf = new WeakMap<Database.Database, Set<TableCache<unknown, unknown>>>();
+const cachesOf = new WeakMap<Database.Database, Set<{ clear(): void }>>();
 
 /**
  * Forgets what every cache of `db` holds. After a transaction rolled back whole, an entry read after
@@ -23,11 +24,11 @@ export function forgetCached(db: Database.Database): void {
  * What was read from one table, kept until the table changes: a change by this connection is seen
  * at once through temporary triggers (whichever code makes it, in a transaction or not), one by
  * another connection (another process: the CLI, an operator's sqlite3) through `PRAGMA
- * data_version`, which moves when another connection commits. At most `size` entries, the oldest
- * dropped first.
+ * data_version`, which moves when another connection commits. At most `size` entries, the least
+ * recently used dropped first.
  */
-export class TableCache<K, V> {
-  readonly #entries = new Map<K, V>();
+export class TableCache<K extends string | number, V extends string | number | object> {
+  readonly #entries: LRUCache<K, V>;
   readonly #dataVersion: Database.Statement<[], number>;
   #seenVersion = -1;
   #versionReadAt = -Infinity;
@@ -37,8 +38,9 @@ export class TableCache<K, V> {
     table: string,
     /** The changes that make entries stale, as a trigger names them: `UPDATE OF enabled, events`. */
     changes: readonly string[],
-    private readonly size = 10_000,
+    size = 10_000,
   ) {
+    this.#entries = new LRUCache({ max: size });
     this.#dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
     const cleared = `petstore_${table}_changed`;
     db.function(cleared, { deterministic: false }, () => {
@@ -72,7 +74,6 @@ export class TableCache<K, V> {
     if (cached !== undefined) return cached;
     const value = read();
     if (value === undefined) return undefined;
-    if (this.#entries.size >= this.size) this.#entries.delete(this.#entries.keys().next().value as K);
     this.#entries.set(key, value);
     return value;
   }
