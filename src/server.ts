@@ -1,3 +1,4 @@
+import closeWithGrace from 'close-with-grace';
 import pino from 'pino';
 import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
@@ -112,28 +113,36 @@ async function main(): Promise<void> {
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
 
   let metricsServer: MetricsServer | undefined;
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
-    // Behind a balancer: not ready, still serving, until its health checks have taken this
-    // instance out; only then is the listener closed (docs/deploy.md).
-    app.stopBeingReady();
-    await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
-    const stoppingAt = Date.now();
-    await app.close();
-    await metricsServer?.close();
-    // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
-    await tracing?.shutdown().catch(() => undefined);
-    redis?.disconnect();
-    await storage.close();
-    // The last line: a supervisor or an operator may start it again now.
-    app.log.info({ signal, drainedMs: Date.now() - stoppingAt }, 'stopped: requests finished, database closed');
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  // On SIGTERM or SIGINT (a second one exits at once), or an error nothing caught: drain, close,
+  // exit; past the delay and SHUTDOWN_TIMEOUT_MS the process exits 1 whatever is still open.
+  closeWithGrace(
+    {
+      delay: config.shutdownDelayMs + config.shutdownTimeoutMs,
+      logger: { error: (message: unknown) => app.log.error(message) },
+      onTimeout: () =>
+        app.log.error(
+          { timeoutMs: config.shutdownTimeoutMs },
+          'requests were still open past SHUTDOWN_TIMEOUT_MS: exiting without them',
+        ),
+    },
+    async ({ signal, err }) => {
+      if (err !== undefined) app.log.fatal({ err }, 'an error nothing caught: shutting down');
+      app.log.info({ signal, delayMs: config.shutdownDelayMs }, 'shutting down');
+      // Behind a balancer: not ready, still serving, until its health checks have taken this
+      // instance out; only then is the listener closed (docs/deploy.md).
+      app.stopBeingReady();
+      await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+      const stoppingAt = Date.now();
+      await app.close();
+      await metricsServer?.close();
+      // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
+      await tracing?.shutdown().catch(() => undefined);
+      redis?.disconnect();
+      await storage.close();
+      // The last line: a supervisor or an operator may start it again now.
+      app.log.info({ signal, drainedMs: Date.now() - stoppingAt }, 'stopped: requests finished, database closed');
+    },
+  );
 
   await app.listen({ host: config.host, port: config.port });
   if (metrics !== undefined && config.metrics !== undefined) {

@@ -71,6 +71,28 @@ t.test('SIGTERM is not held up by a client that ignores an error answer and keep
   t.equal(await server.stop('SIGTERM'), 0, 'the process exits 0 all the same');
 });
 
+t.test(
+  'a request still open past SHUTDOWN_TIMEOUT_MS does not hold the process: it exits 1 and says why',
+  async (t) => {
+    const databaseUrl = await newDatabase(t);
+    const key = await databaseWithKey(databaseUrl);
+    const server = await startServerProcess(t, { DATABASE_URL: databaseUrl, SHUTDOWN_TIMEOUT_MS: '300' });
+    const port = Number(new URL(server.baseUrl).port);
+    // A body announced and never sent: the request stays open for REQUEST_TIMEOUT_MS (10 s).
+    const stuck = await open(port);
+    t.teardown(() => stuck.destroy());
+    stuck.on('error', () => undefined);
+    stuck.write(
+      `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    t.equal(await server.stop('SIGTERM'), 1, 'the process exits 1: it stopped with a request unfinished');
+    t.match(server.output(), /"msg":"requests were still open past SHUTDOWN_TIMEOUT_MS: exiting without them"/);
+    t.notMatch(server.output(), /"msg":"stopped: requests finished/);
+  },
+);
+
 t.test('with SHUTDOWN_DELAY_MS, a stopping instance is not ready but serves until the delay ends', async (t) => {
   const databaseUrl = await newDatabase(t);
   const key = await databaseWithKey(databaseUrl);

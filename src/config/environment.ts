@@ -28,6 +28,8 @@ export interface Config {
   webhooks: WebhookSettings;
   /** SHUTDOWN_DELAY_MS: how long a stopping instance keeps serving, not ready, before it closes. */
   shutdownDelayMs: number;
+  /** SHUTDOWN_TIMEOUT_MS: how long, after the delay, requests may take to finish before the process exits anyway. */
+  shutdownTimeoutMs: number;
 }
 
 // Not OFF: a power loss could then corrupt the database, against the durability the README promises.
@@ -99,6 +101,9 @@ function wholeNumber(name: string, value: string | undefined, fallback: number, 
   }
   return Number(value);
 }
+
+/** Past REQUEST_TIMEOUT_MS's default (10 s): a request the server would let finish is not cut off. */
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 30_000;
 
 /** Plain decimal only: `Number()` would also take `0x50` (port 80) or ` ` (any port). */
 function portFrom(name: string, value: string | undefined, fallback: number): number {
@@ -226,6 +231,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: trustProxyFrom(env.TRUST_PROXY),
     tls: tlsFrom(env),
     shutdownDelayMs: wholeNumber('SHUTDOWN_DELAY_MS', env.SHUTDOWN_DELAY_MS, 0, 0),
+    shutdownTimeoutMs: wholeNumber('SHUTDOWN_TIMEOUT_MS', env.SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, 1),
     overload: {
       maxEventLoopDelayMs: wholeNumber(
         'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS',
