@@ -8,9 +8,8 @@ const KEY_LENGTH = KEY_PREFIX.length + 43;
 const SHOWN_PREFIX_LENGTH = KEY_PREFIX.length + 6;
 
 /**
- * SHA-256 in one call, straight to base64: a Buffer made from C++ cost more than the digest (in the
- * server, 9 µs a request against 1 for the string, on the slower bench machine), and the caches
- * and limits key by the string anyway.
+ * SHA-256 in one call, straight to base64: making a Buffer first cost more than the digest itself
+ * (BENCHMARKS.md), and the caches and limits key by the string anyway.
  */
 export function hashKey(key: string): KeyHash {
   return hash('sha256', key, 'base64');
@@ -18,9 +17,8 @@ export function hashKey(key: string): KeyHash {
 
 /**
  * Whether a token has a key's prefix and length: anything else is refused without hashing it or
- * looking it up. The characters are not checked (the scan cost about 1,400 instructions a request,
- * twice the authentication hook's own code; BENCHMARKS.md): a token of the right shape that no key
- * can be is simply not found.
+ * looking it up. The characters are not checked (the scan cost twice the authentication hook's own
+ * code; BENCHMARKS.md): a token of the right shape that no key can be is simply not found.
  */
 export function hasKeyShape(token: string): boolean {
   return token.length === KEY_LENGTH && token.startsWith(KEY_PREFIX);

@@ -1,7 +1,7 @@
 /**
  * fastify-openapi-glue validates the specification it is given against the OpenAPI meta-schema,
  * through @seriousme/openapi-schema-validator, which compiles that meta-schema with ajv on every
- * start: about 200 ms, the largest single cost of a cold start. `npm run build` compiles the same
+ * start: the largest single cost of a cold start. `npm run build` compiles the same
  * meta-schema with the same ajv options into standalone code (scripts/build-contract.ts), and this
  * module hands that code to the validator: the glue still validates the contract on every start,
  * without compiling the meta-schema first.

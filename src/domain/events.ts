@@ -25,8 +25,8 @@ let formattedSecond = NaN;
 let secondPrefix = '';
 
 /**
- * `new Date(at).toISOString()`, formatting the date once a second: V8's costs ~9,000 instructions
- * (callgrind), a sixth of what writing an event adds to a subscribed create.
+ * `new Date(at).toISOString()`, formatting the date once a second: V8's formatting was a sixth of
+ * what writing an event adds to a subscribed create (BENCHMARKS.md).
  */
 export function isoTimestamp(at: number): string {
   const second = Math.floor(at / 1000);

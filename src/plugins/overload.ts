@@ -50,7 +50,7 @@ export function overloadedError(settings: OverloadSettings): ApiError {
   });
 }
 
-/** CPU time this process has used (all threads), in ms: one getrusage call, ~1-2 µs. */
+/** CPU time this process has used (all threads), in ms: one getrusage call. */
 const cpuMs = () => {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
@@ -63,8 +63,8 @@ const cpuMs = () => {
  * least about that long. A tick late past the target begins (or continues) a stretch behind; a tick
  * on time ends it, as CoDel's minimum delay falling below its target does: the queue drained.
  * A stretch outlasts a burst once it has cost `burstCpuMs` of this process's CPU time: its own work,
- * not the wall clock, which the machine's other tenants stretch (500 concurrent creates cost ~250 ms
- * of it, but took 400-700 ms of wall time on a busy 2-core machine).
+ * not the wall clock, which the machine's other tenants stretch (on a busy machine a burst took up
+ * to three times its CPU time in wall time: BENCHMARKS.md).
  */
 class LoopWatch {
   #lastRun = performance.now();
@@ -109,8 +109,8 @@ class LoopWatch {
  * Turns of the event loop between which it waited for I/O less than this follow one another without
  * a pause. Counted in the loop's idle time, not the wall clock's: a process that shares its CPU is
  * set aside for milliseconds now and then, most of all under the load that makes an episode, and a
- * request read after a long turn has then waited through it all the same (a 5 ms wall-clock gap
- * let test/overload.test.ts serve such a request on a loaded machine).
+ * request read after a long turn has then waited through it all the same (with a wall-clock gap,
+ * test/overload.test.ts saw such a request served on a loaded machine).
  */
 const BACK_TO_BACK_IDLE_MS = 1;
 
@@ -156,7 +156,8 @@ class TurnWatch {
  * past `maxEventLoopDelayMs` once the queue has stood longer than a burst, instead of queueing it
  * until every client times out. That is CoDel's rule (shed only once the queueing delay has stayed
  * above a target for an interval): a burst drains and is served whole, where the target alone (the
- * rule before issue 28) refused up to 452 of 500 concurrent creates that took ~400 ms in all.
+ * rule before issue 28) refused most of a burst that the server would have served in well under a
+ * second.
  *
  * Hand-written: @fastify/under-pressure (9.x) compares the mean of an event-loop-delay histogram,
  * sampled every `sampleInterval`, in an onRequest hook after fastify has built the request, and

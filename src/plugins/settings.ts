@@ -38,11 +38,10 @@ export interface OverloadSettings {
 }
 
 /**
- * A request read 25 ms into a saturated turn is shed. 10 ms served twice the load no faster (p99
- * 108 against 113 ms) but also shed ~2% of a closed loop of 50 clients listing 100 pets, a server
- * merely at capacity; 25 ms shed none of it (BENCHMARKS.md, "Load held"). A burst of 500
- * concurrent creates or reads costs 140-310 ms of CPU (a busy 2-core machine): 500 ms serves it
- * whole; twice the capacity then queues that long before shedding begins.
+ * A request read 25 ms into a saturated turn is shed: a shorter delay served an overload no faster
+ * but also shed some of the load of a server merely at capacity (BENCHMARKS.md, "Load held"). The
+ * burst allowance is chosen to serve a burst of 500 concurrent creates or reads whole; twice the
+ * capacity then queues that long before shedding begins.
  */
 export const DEFAULT_OVERLOAD: OverloadSettings = {
   maxEventLoopDelayMs: 25,

@@ -11,7 +11,7 @@ const shared: Options = {
   useDefaults: true,
   strict: true,
   // Checking each schema against the JSON Schema meta-schema means compiling that meta-schema, per
-  // instance, on every start (~65 ms of a cold start). The build checks the contract's schemas
+  // instance, on every start (a large share of a cold start). The build checks the contract's schemas
   // once instead (validateContract in src/contract/document.ts); strict mode still rejects what ajv cannot compile.
   validateSchema: false,
   // The contract's own extensions that sit in schemas: annotations, nothing to validate.

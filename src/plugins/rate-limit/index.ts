@@ -87,7 +87,7 @@ type LimitAnswer = (refusal: ApiError | undefined, resetAt?: number) => void;
  * A limit's check: counts the request under `keyOf(request)`, sets the RateLimit headers and
  * answers with the 429 to send when over the limit. The stores are called directly, with a callback
  * that the in-memory one answers at once: @fastify/rate-limit's createRateLimit wraps every count in
- * three promises, ~8,000 instructions a count in process against ~1,600 (BENCHMARKS.md).
+ * three promises, five times the cost of a count in process (BENCHMARKS.md).
  */
 function limitCheck(
   count: Count,
