@@ -4,8 +4,9 @@ import type { WebhookDelivery } from '../src/domain/events.js';
 import { retryDelay } from '../src/events/dispatcher.js';
 import { RESPONSE_BODY_LIMIT, retryAfterMs } from '../src/events/sender.js';
 import { issueKey } from '../src/auth/api-keys.js';
-import type { Pet } from '../src/storage/types.js';
+import type { AttemptOutcome, Pet } from '../src/storage/types.js';
 import type { TapTest, TestApi } from './helpers/api.js';
+import { newDatabase, openDatabase } from './helpers/backend.js';
 import { loopbackServer, startReceiver } from './helpers/receiver.js';
 import { eventually, FAST, start, subscribe, verified, type WithSecret } from './helpers/webhooks.js';
 
@@ -244,3 +245,105 @@ t.test(
     t.equal(retryDelay(schedule, 3, answered(503, 1e19)), undefined, 'none after the last attempt');
   },
 );
+
+t.test('settles of the same endpoints at once, in opposite orders, all record their attempts', async (t) => {
+  const storage = await openDatabase(await newDatabase(t));
+  t.teardown(() => storage.close());
+  const endpoints: { accountId: number; id: number }[] = [];
+  for (const name of ['one', 'two']) {
+    const { id: accountId } = await storage.accounts.createAccount(name);
+    for (let i = 0; i < 3; i++) {
+      const made = await storage.webhooks.create(
+        accountId,
+        { url: `http://127.0.0.1:9/${i}`, events: ['pet.created'] },
+        'whsec_AAAA',
+        20,
+      );
+      if (made === 'limit_reached') throw new Error('limit reached');
+      endpoints.push({ accountId, id: made.id });
+    }
+  }
+  // Rounds of eight settles at once, each of messages to every endpoint, half of them taking the
+  // endpoints in one order, half in the other: the interleaving that deadlocked.
+  const ROUNDS = 10;
+  const PETS_A_ROUND = 10;
+  const failures: string[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < PETS_A_ROUND; i++) {
+      await storage.pets.create({ name: `p${round}-${i}`, categoryId: 1, status: 'available' });
+    }
+    const claimed = await storage.deliveries.claim(1000, 60_000, { perEndpoint: 1000, perAccount: 1000 });
+    t.equal(claimed.length, PETS_A_ROUND * endpoints.length, `round ${round}: every message claimed`);
+    const at = Date.now();
+    const outcomes = claimed.map((delivery): AttemptOutcome => ({
+      delivery,
+      attemptedAt: at,
+      durationMs: 1,
+      responseStatus: 500,
+      next: 'dead',
+    }));
+    const batches = Array.from({ length: 8 }, (_, n) =>
+      outcomes
+        .filter((_, i) => i % 8 === n)
+        .sort((a, b) => (n % 2 === 0 ? 1 : -1) * (a.delivery.endpointId - b.delivery.endpointId)),
+    );
+    const settled = await Promise.allSettled(batches.map((batch) => storage.deliveries.settle(batch)));
+    for (const result of settled) if (result.status === 'rejected') failures.push(String(result.reason));
+  }
+  t.same(failures, [], 'no settle failed (no deadlock)');
+  const PETS = ROUNDS * PETS_A_ROUND;
+  for (const { accountId, id } of endpoints) {
+    t.equal((await storage.webhooks.attempts(accountId, id, 100))?.length, PETS, `endpoint ${id}: every attempt`);
+  }
+});
+
+t.test("an outcome that cannot be stored fails its own attempt alone, not the others' of its turn", async (t) => {
+  const batches: string[][] = [];
+  const errors: unknown[] = [];
+  const nameOf = (outcome: AttemptOutcome) => (JSON.parse(outcome.delivery.body) as { data: Pet }).data.name;
+  const api = await start(t, {
+    webhooks: { ...FAST, retrySchedule: [0, 60_000] },
+    logger: { level: 'error', stream: { write: (line: string) => void errors.push(line) } },
+    storageSeenByServer: (storage) => ({
+      ...storage,
+      deliveries: {
+        ...storage.deliveries,
+        settle: (outcomes) => {
+          batches.push(outcomes.map(nameOf));
+          return outcomes.some((outcome) => nameOf(outcome) === 'poison')
+            ? Promise.reject(new Error('a value that cannot be stored'))
+            : storage.deliveries.settle(outcomes);
+        },
+      },
+    }),
+  });
+  const names = ['poison', 'a', 'b', 'c'];
+  // Every answer held until all have arrived, then given in the same moment: one turn's outcomes.
+  const held: (() => void)[] = [];
+  const receiver = await startReceiver(
+    t,
+    () =>
+      new Promise((resolve) => {
+        held.push(() => resolve({ status: 204 }));
+        if (held.length === names.length) for (const release of held) release();
+      }),
+  );
+  const endpoint = (await subscribe(api, receiver.url, ['pet.created'])).json<WithSecret>();
+  await Promise.all(names.map((name) => api.createPet({ name, categoryId: 1 })));
+  await receiver.waitFor(names.length);
+  const log = async () => deliveryLog(api, api.auth, endpoint.id);
+  await eventually('the others recorded', async () => (await log()).length === names.length - 1);
+  t.ok(
+    batches.some((batch) => batch.length > 1 && batch.includes('poison')),
+    `settled together first (${JSON.stringify(batches)})`,
+  );
+  t.same(
+    batches
+      .filter((batch) => batch.length === 1)
+      .map(([name]) => name)
+      .sort(),
+    [...names].sort(),
+    'then each alone',
+  );
+  t.equal(errors.length, 1, 'the one that failed is logged, once');
+});
