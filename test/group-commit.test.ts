@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Pet } from '../src/storage/types.js';
@@ -102,6 +103,40 @@ t.test('many creates in one turn: every one acknowledged is stored, with its eve
     pets.map((pet) => pet.id).sort((a, b) => a - b),
   );
 });
+
+t.test(
+  "with tracing, each event stores the trace context of the write that made it, even in one turn's batch",
+  async (t) => {
+    // The trace of the request in flight, as OpenTelemetry's context manager keeps it (AsyncLocalStorage).
+    const requestTrace = new AsyncLocalStorage<string>();
+    const storage = await openDatabase(await newDatabase(t), { traceParent: () => requestTrace.getStore() });
+    t.teardown(() => storage.close());
+    const { id: accountId } = await storage.accounts.createAccount('traced');
+    await storage.webhooks.create(accountId, { url: 'http://127.0.0.1:9/', events: ['pet.created'] }, 'whsec_AAAA', 20);
+    const traceOf = (n: number) => `00-${String(n).padStart(32, '0')}-${'1'.repeat(16)}-01`;
+    const names = Array.from({ length: 8 }, (_, n) => `traced-${n}`);
+    // Started in one turn: on SQLite they commit together, the batch run from the first one's context.
+    await Promise.all(
+      names.map((name, n) =>
+        requestTrace.run(traceOf(n), () => storage.pets.create({ name, categoryId: 1, status: 'available' })),
+      ),
+    );
+    await storage.pets.create({ name: 'untraced', categoryId: 1, status: 'available' });
+    const claimed = await storage.deliveries.claim(20, 60_000, { perEndpoint: 20, perAccount: 20 });
+    const traceByName = new Map(
+      claimed.map((delivery) => {
+        const { name } = (JSON.parse(delivery.body) as { data: Pet }).data;
+        return [name, delivery.traceParent];
+      }),
+    );
+    t.same(
+      names.map((name) => traceByName.get(name)),
+      names.map((_, n) => traceOf(n)),
+      "each event, its own request's trace",
+    );
+    t.equal(traceByName.get('untraced'), undefined, 'none for a write outside any trace');
+  },
+);
 
 t.test('SQLite: a storage write refused by its rule fails alone; the others of its turn commit', async (t) => {
   if (backend !== 'sqlite') return;

@@ -168,6 +168,8 @@ t.test('the guard refuses what the server must not reach, without connecting', a
     ['http://[::127.0.0.1]:9/hook', /embeds 127\.0\.0\.1 \(IPv4-compatible\): .* loopback address/],
     ['http://localhost:9/hook', /localhost resolves to .* loopback address/],
     ['ftp://127.0.0.1/hook', /only http and https/],
+    ['http://127.0.0.1:99999/hook', /^url: port 99999 is out of range: a port is 1 to 65535$/],
+    ['https://[::1]:0/', /^url: port 0 is out of range/],
   ];
   for (const [url, why] of refusals) {
     const response = await subscribe(api, url, ['pet.created']);
@@ -204,7 +206,8 @@ t.test('an address refused at delivery is never connected to, and the attempt sa
 });
 
 t.test('failures are retried with the same webhook-id; Retry-After is honoured', async (t) => {
-  const api = await start(t, { webhooks: { ...FAST, retrySchedule: [0, 100, 100, 100] } });
+  // Retry-After is waited up to the schedule's longest delay: the last one, never reached here.
+  const api = await start(t, { webhooks: { ...FAST, retrySchedule: [0, 100, 100, 100, 5000] } });
   const receiver = await startReceiver(t, (_received, index) =>
     index === 0
       ? { status: 500 }

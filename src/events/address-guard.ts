@@ -115,6 +115,26 @@ export function embeddedIPv4(address: string): Embedded | undefined {
   }
 }
 
+/** A port in a URL's authority, as written (the URL parser refuses one over 65535 without saying so). */
+const PORT = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*:([0-9]+)(?:[/?#]|$)/i;
+
+/**
+ * `text` as an http or https URL with a port that can be connected to. Throws RefusedAddress saying
+ * what is wrong: not a URL, its port, or its scheme.
+ */
+export function webhookUrl(text: string): URL {
+  const port = PORT.exec(text)?.[1];
+  if (port !== undefined && (Number(port) > 65535 || Number(port) === 0)) {
+    throw new RefusedAddress(`port ${port} is out of range: a port is 1 to 65535`);
+  }
+  if (!URL.canParse(text)) throw new RefusedAddress('not a valid URL');
+  const parsed = new URL(text);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new RefusedAddress('only http and https URLs are allowed');
+  }
+  return parsed;
+}
+
 /**
  * Where deliveries may go: http(s) URLs whose host is, and resolves to, no address of a refused
  * network unless allowed. Checked at registration and on the address each delivery connects to.
@@ -155,10 +175,7 @@ export class AddressGuard {
 
   /** Checks a URL as registered: scheme, no credentials, and every address its host resolves to. Throws RefusedAddress. */
   async check(url: string): Promise<void> {
-    const parsed = URL.canParse(url) ? new URL(url) : undefined;
-    if (parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-      throw new RefusedAddress('only http and https URLs are allowed');
-    }
+    const parsed = webhookUrl(url);
     if (parsed.username !== '' || parsed.password !== '') {
       throw new RefusedAddress(
         'credentials (user:password@) are not taken in a URL: they would be kept and sent with every message; receivers authenticate a message by its signature',

@@ -19,13 +19,17 @@ function jittered(delay: number): number {
   return Math.round(delay * (0.9 + Math.random() * 0.2));
 }
 
-/** The delay before the attempt after `attempt`, or undefined when it was the last. */
+/**
+ * The delay before the attempt after `attempt`, or undefined when it was the last. A `Retry-After`
+ * (on a 429 or a 503) longer than the scheduled delay is waited instead, up to the schedule's longest
+ * delay: a receiver cannot put its retries further off than the schedule would.
+ */
 export function retryDelay(schedule: readonly number[], attempt: number, result: SendResult): number | undefined {
   const scheduled = schedule[attempt];
   if (scheduled === undefined) return undefined;
   const retryAfter =
     'status' in result && (result.status === 429 || result.status === 503) ? result.retryAfterMs : undefined;
-  return Math.max(jittered(scheduled), retryAfter ?? 0);
+  return Math.max(jittered(scheduled), Math.min(retryAfter ?? 0, Math.max(...schedule)));
 }
 
 /** What an attempt's result means for the message and its endpoint. */
@@ -50,6 +54,17 @@ export function outcomeOf(
       : undefined;
   const delay = retryDelay(settings.retrySchedule, delivery.attempt, result);
   return { ...base, ...answer, next: delay === undefined ? 'dead' : attemptedAt + delay, disable };
+}
+
+/** A message claimed past its last attempt: dead, with why, and not sent. */
+function pastTheLimit(delivery: ClaimedDelivery, attemptedAt: number): AttemptOutcome {
+  return {
+    delivery,
+    attemptedAt,
+    durationMs: 0,
+    error: 'not sent: no attempt left (the outcome of the last one was never recorded)',
+    next: 'dead',
+  };
 }
 
 /** Why a pump stopped claiming, which decides when the worker looks again. */
@@ -197,6 +212,12 @@ export class Dispatcher {
     this.inFlightTo.set(endpointId, (this.inFlightTo.get(endpointId) ?? 0) + 1);
     const attempted = (async () => {
       const attemptedAt = Date.now();
+      if (delivery.attempt > this.settings.retrySchedule.length) {
+        // Claimed again once its lease ended, after its last attempt: that attempt's outcome was
+        // never recorded (an instance stopped while making it). Nothing is sent past the limit.
+        await this.record(pastTheLimit(delivery, attemptedAt));
+        return;
+      }
       const span = this.tracing?.startAttempt(delivery);
       const result = await this.sender.send({
         url: delivery.url,
@@ -231,9 +252,26 @@ export class Dispatcher {
       const outcomes = this.finished;
       this.finished = [];
       this.recorded = undefined;
-      return this.queue.settle(outcomes).catch(this.onError);
+      return this.settle(outcomes);
     });
     return this.recorded;
+  }
+
+  /**
+   * Settles a turn's outcomes together; if that fails, each alone, so that an outcome that cannot be
+   * stored fails its own attempt only, never another account's. One left unsettled comes due again
+   * when its lease ends, as a new attempt, within the attempt limit.
+   */
+  private async settle(outcomes: AttemptOutcome[]): Promise<void> {
+    try {
+      await this.queue.settle(outcomes);
+    } catch (error) {
+      if (outcomes.length === 1) {
+        this.onError(error);
+        return;
+      }
+      for (const outcome of outcomes) await this.queue.settle([outcome]).catch(this.onError);
+    }
   }
 
   private async pruneNow(): Promise<void> {

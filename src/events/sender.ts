@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import type { AddressGuard } from './address-guard.js';
+import { type AddressGuard, webhookUrl } from './address-guard.js';
 
 /** A message to POST, signed with each of `secrets` (two while a rotated one's grace lasts). */
 export interface SignedMessage {
@@ -14,8 +14,10 @@ export interface SignedMessage {
   traceParent?: string | undefined;
 }
 
-export type SendResult =
-  { status: number; retryAfterMs?: number | undefined; durationMs: number } | { error: string; durationMs: number };
+/** What a receiver answered: an HTTP status (100-599), or why there is none. */
+type Answer = { status: number; retryAfterMs?: number | undefined } | { error: string };
+
+export type SendResult = Answer & { durationMs: number };
 
 /**
  * Standard Webhooks' `v1` signature: HMAC-SHA256 of `id.timestamp.body` keyed by the bytes the
@@ -48,17 +50,48 @@ function headersFor(message: SignedMessage, at: Date) {
   };
 }
 
-/** Retry-After in seconds or as an HTTP date, in milliseconds from now. */
-function retryAfterMs(value: string | undefined, now: number): number | undefined {
+/**
+ * How much of a response's body is read, at most; past it the connection is dropped. Only the status
+ * (and Retry-After) says anything, and a receiver's body must cost the server next to nothing.
+ */
+export const RESPONSE_BODY_LIMIT = 4 * 1024;
+
+/** How much of an error's message is kept: a receiver chooses some of what it says. */
+const ERROR_LENGTH_LIMIT = 200;
+
+/** The start of an HTTP date in any of its three forms (RFC 9110): a day's name. Date.parse alone takes "1.5". */
+const HTTP_DATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /;
+
+/**
+ * Retry-After as delta-seconds or an HTTP date, in milliseconds from now (0 for a date past); undefined
+ * when it is neither, or not a finite number. How long it may be is the retry schedule's to cap.
+ */
+export function retryAfterMs(value: string | undefined, now: number): number | undefined {
   if (value === undefined) return undefined;
-  if (/^[0-9]+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+  const trimmed = value.trim();
+  const delay = /^[0-9]+$/.test(trimmed)
+    ? Number(trimmed) * 1000
+    : HTTP_DATE.test(trimmed)
+      ? Date.parse(trimmed) - now
+      : Number.NaN;
+  return Number.isFinite(delay) ? Math.max(0, delay) : undefined;
+}
+
+/** What a status line says: a status of HTTP's 100-599, or an error (`HTTP/1.1 999` is no status). */
+function answerOf(status: number | undefined, retryAfter: number | undefined): Answer {
+  if (status === undefined || !Number.isInteger(status) || status < 100 || status > 599) {
+    return { error: `answered status ${status}, which is not an HTTP status (100-599)` };
+  }
+  return { status, retryAfterMs: retryAfter };
 }
 
 /**
  * POSTs signed messages: with a timeout, following no redirect, connecting only to addresses the
  * guard allows (a name is resolved through it; an address in the URL is checked as it is).
+ *
+ * An attempt is done when the response has ended, or RESPONSE_BODY_LIMIT of its body was read (then
+ * the connection is dropped), or it failed; it fails unless that is within the timeout, headers and
+ * body: until then it holds its place in the concurrency limits.
  */
 export class Sender {
   private readonly agents = {
@@ -73,57 +106,76 @@ export class Sender {
 
   send(message: SignedMessage): Promise<SendResult> {
     const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
+    const durationMs = () => Math.round(performance.now() - started);
+    const target = this.target(message.url);
+    if ('error' in target) return Promise.resolve({ ...target, durationMs: durationMs() });
+    const { url, protocol } = target;
     return new Promise((resolve) => {
-      const fail = (error: string) => resolve({ error, durationMs: elapsed() });
-      let url: URL;
-      try {
-        url = new URL(message.url);
-      } catch {
-        fail('the URL is not valid');
-        return;
-      }
-      const protocol = url.protocol === 'https:' ? 'https:' : url.protocol === 'http:' ? 'http:' : undefined;
-      if (protocol === undefined) {
-        fail('only http and https URLs are allowed');
-        return;
-      }
-      const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-      const refusal = isIP(host) === 0 ? undefined : this.guard.refusal(host);
-      if (refusal !== undefined) {
-        fail(`refused: ${refusal}`);
-        return;
-      }
       const request = (protocol === 'https:' ? https : http).request(url, {
         method: 'POST',
         agent: this.agents[protocol],
         headers: headersFor(message, new Date()),
         lookup: this.guard.lookup,
-        timeout: this.timeoutMs,
       });
+      let done = false;
+      const finish = (answer: Answer) => {
+        if (done) return;
+        done = true;
+        clearTimeout(deadline);
+        resolve(
+          'error' in answer
+            ? { error: answer.error.slice(0, ERROR_LENGTH_LIMIT), durationMs: durationMs() }
+            : { ...answer, durationMs: durationMs() },
+        );
+      };
+      const giveUp = (answer: Answer) => {
+        finish(answer);
+        request.destroy();
+      };
       const deadline = setTimeout(
-        () => request.destroy(new Error(`no answer within ${this.timeoutMs} ms`)),
+        () => giveUp({ error: `no complete answer within ${this.timeoutMs} ms` }),
         this.timeoutMs,
       );
       request.on('response', (response) => {
-        // The body is not read, only drained: the status says everything.
-        response.resume();
-        response.on('end', () => clearTimeout(deadline));
-        response.on('error', () => clearTimeout(deadline));
         const header: string | string[] | undefined = response.headers['retry-after'];
-        resolve({
-          status: response.statusCode ?? 0,
-          retryAfterMs: retryAfterMs(typeof header === 'string' ? header : header?.[0], Date.now()),
-          durationMs: elapsed(),
+        const answer = answerOf(
+          response.statusCode,
+          retryAfterMs(typeof header === 'string' ? header : header?.[0], Date.now()),
+        );
+        if ('error' in answer) {
+          giveUp(answer);
+          return;
+        }
+        // The body is read only to its end or the limit, and discarded: the status says everything.
+        let read = 0;
+        response.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > RESPONSE_BODY_LIMIT) giveUp(answer);
+        });
+        response.on('end', () => finish(answer));
+        response.on('close', () => {
+          if (!response.complete) giveUp({ error: 'the connection closed before the response ended' });
         });
       });
-      request.on('timeout', () => request.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       request.on('error', (error) => {
-        clearTimeout(deadline);
-        fail(error.name === 'RefusedAddress' ? `refused: ${error.message}` : error.message);
+        giveUp({ error: error.name === 'RefusedAddress' ? `refused: ${error.message}` : error.message });
       });
       request.end(message.body);
     });
+  }
+
+  /** Where a message goes, or why it may not: the URL, and an address in it, checked. */
+  private target(text: string): { url: URL; protocol: 'http:' | 'https:' } | { error: string } {
+    let url: URL;
+    try {
+      url = webhookUrl(text);
+    } catch (error) {
+      return { error: (error as Error).message };
+    }
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const refusal = isIP(host) === 0 ? undefined : this.guard.refusal(host);
+    if (refusal !== undefined) return { error: `refused: ${refusal}` };
+    return { url, protocol: url.protocol as 'http:' | 'https:' };
   }
 
   close(): void {

@@ -59,9 +59,18 @@ export function attemptOf(row: AttemptRow): WebhookDelivery {
     attemptedAt: iso(row.attemptedAt),
     durationMs: row.durationMs,
   };
-  if (row.responseStatus !== null) attempt.responseStatus = row.responseStatus;
-  if (row.error !== null) attempt.error = row.error;
-  if (row.nextAttemptAt !== null) attempt.nextAttemptAt = iso(row.nextAttemptAt);
+  // Rows recorded before statuses and retries were bounded (the sender's) are read as the contract
+  // allows: a status outside HTTP's range is an error, a next attempt past any date none.
+  const status = row.responseStatus;
+  if (status !== null && status >= 100 && status <= 599) attempt.responseStatus = status;
+  const error =
+    status === null || attempt.responseStatus !== undefined
+      ? row.error
+      : `answered status ${status}, which is not an HTTP status (100-599)`;
+  if (error !== null) attempt.error = error;
+  if (row.nextAttemptAt !== null && Number.isFinite(new Date(row.nextAttemptAt).getTime())) {
+    attempt.nextAttemptAt = iso(row.nextAttemptAt);
+  }
   return attempt;
 }
 

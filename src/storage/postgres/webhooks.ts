@@ -317,7 +317,7 @@ function endpointHealth(settled: readonly AttemptOutcome[]) {
       Object.assign(health, { disable: outcome.disable, disabledAt: outcome.attemptedAt });
     byEndpoint.set(endpointId, health);
   }
-  return byEndpoint.values();
+  return [...byEndpoint.values()].sort((a, b) => a.endpointId - b.endpointId);
 }
 
 /**
@@ -346,6 +346,13 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
     },
     settle: async (outcomes) =>
       transaction(pool, async (client) => {
+        // Every settle locks its endpoints first, in the order of their ids: two settles of the same
+        // endpoints wait for each other, never deadlock (an endpoint's removal locks it first too).
+        await rows(client, {
+          name: 'webhooks-settle-lock',
+          text: `SELECT id FROM webhook_endpoints WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE`,
+          values: [[...new Set(outcomes.map((o) => o.delivery.endpointId))]],
+        });
         const pending = (outcome: AttemptOutcome) => typeof outcome.next === 'number';
         const updated = await rows<{ id: string }>(client, {
           name: 'webhooks-settle',

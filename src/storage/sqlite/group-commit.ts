@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import type Database from 'better-sqlite3';
 import { forgetCached } from './table-cache.js';
 
@@ -41,6 +42,11 @@ export class GroupCommit {
     private readonly db: Database.Database,
     /** What a caller is answered when its write fails: the error as the storage interface says it. */
     private readonly failure: (error: unknown) => unknown,
+    /**
+     * Whether each write runs in its caller's async context (its request's trace, which its event
+     * stores), not in the first writer's, where the batch runs. Off, it costs nothing.
+     */
+    private readonly keepContext = false,
   ) {
     this.#begin = db.prepare('BEGIN IMMEDIATE');
     this.#commit = db.prepare('COMMIT');
@@ -50,7 +56,8 @@ export class GroupCommit {
   /** Runs `write` with the other writes of this turn; settles once it committed or failed. */
   run<T>(write: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (this.#pending.push({ run: write, resolve: resolve as (value: unknown) => void, reject }) === 1) {
+      const run = this.keepContext ? AsyncResource.bind(write) : write;
+      if (this.#pending.push({ run, resolve: resolve as (value: unknown) => void, reject }) === 1) {
         setImmediate(this.#flush);
       }
     });

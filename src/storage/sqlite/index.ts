@@ -45,7 +45,7 @@ export function openSqlite(options: SqliteOptions): Storage {
   const migrationsApplied = migrate(db, migrationsDir('sqlite'));
   const lock = new LockWait(db);
   const failure = unavailableWhenBusy(lock);
-  const writes = new GroupCommit(db, failure);
+  const writes = new GroupCommit(db, failure, options.traceParent !== undefined);
   const now = options.now ?? Date.now;
   const claims = new Claims(db, now);
   const outbox = new Outbox(db, now, options.traceParent);
