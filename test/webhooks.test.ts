@@ -398,6 +398,39 @@ t.test('a subscription change applies to the next change, on this instance and o
   );
 });
 
+t.test(
+  'an instance that found no subscriber hears of every later change to who subscribes, whoever makes it',
+  async (t) => {
+    const receiver = await startReceiver(t);
+    const one = await start(t);
+    const two = await start(t, { databaseUrl: one.databaseUrl });
+    const operator = await probeDatabase(t, one.databaseUrl, { writable: true });
+    const create = (name: string) => two.createPet({ name, categoryId: 1 });
+    // Each create on `two` follows a change acknowledged by `one` or committed by an operator's SQL.
+    await create('Before');
+    const endpoint = await subscribed(one, receiver.url, ['pet.created']);
+    await create('Subscribed');
+    await create('Subscribed again');
+    t.equal((await patch(one, `/v1/webhooks/${endpoint.id}`, { enabled: false })).statusCode, 200);
+    await create('Disabled');
+    await create('Disabled again');
+    t.equal((await patch(one, `/v1/webhooks/${endpoint.id}`, { enabled: true })).statusCode, 200);
+    await create('Enabled');
+    await operator.query(`UPDATE webhook_endpoints SET events = '["pet.deleted"]' WHERE id = ${endpoint.id}`);
+    await create('Unsubscribed by SQL');
+    await create('Unsubscribed by SQL again');
+    await operator.query(`UPDATE webhook_endpoints SET events = '["pet.created"]' WHERE id = ${endpoint.id}`);
+    await create('Subscribed by SQL');
+    await receiver.waitFor(4);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.same(
+      receiver.received.map((received) => (verified(endpoint.secret, received).data as { name: string }).name).sort(),
+      ['Enabled', 'Subscribed', 'Subscribed again', 'Subscribed by SQL'],
+      'the creates made while subscribed and enabled, and none else',
+    );
+  },
+);
+
 t.test('an endpoint removed after a change committed gets nothing of it; the others still do', async (t) => {
   const [kept, removed] = [await startReceiver(t), await startReceiver(t)];
   const first = await start(t);
