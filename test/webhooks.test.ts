@@ -6,9 +6,15 @@ import t from 'tap';
 import { ApiError, type ErrorBody } from '../src/domain/errors.js';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import fc from 'fast-check';
-import { type EventType, isoTimestamp, type WebhookDelivery, type WebhookEndpoint } from '../src/domain/events.js';
+import {
+  type EventType,
+  isoTimestamp,
+  outboxEvent,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from '../src/domain/events.js';
 import { issueKey } from '../src/auth/api-keys.js';
-import type { Order } from '../src/storage/types.js';
+import type { Order, Pet } from '../src/storage/types.js';
 import { migrationsDir } from '../src/contract/paths.js';
 import { migrate } from '../src/storage/sqlite/migrate.js';
 import { backend, newDatabase, openDatabase, probeDatabase, temporaryDirectory } from './helpers/backend.js';
@@ -86,6 +92,25 @@ t.test('every change of every kind is delivered, signed, as the contract declare
   t.match(completed?.data, { id: order.id, status: 'completed' }, 'data is the order after the change');
   const deleted = payloads.find((payload) => payload.type === 'pet.deleted');
   t.same(deleted?.data, { id: tom.id, name: 'Tom', categoryId: 2, status: 'available' }, 'the pet as it was removed');
+});
+
+t.test("a created pet's event is the JSON every other event is, byte for byte, whatever its name", async (t) => {
+  const api = await start(t);
+  const receiver = await startReceiver(t);
+  const endpoint = await subscribed(api, receiver.url, ['pet.created']);
+  const names = ['Rex', 'Quote " and \\ backslash', 'Ünïcødé 🐕 ☃', '</script>&amp;'];
+  const pets: Pet[] = [];
+  for (const name of names) pets.push(await api.createPet({ name, categoryId: 9_007_199_254_740_991 }));
+  await receiver.waitFor(names.length);
+  for (const received of receiver.received) {
+    const payload = verified(endpoint.secret, received);
+    const pet = pets.find((one) => one.id === (payload.data as { id: number }).id);
+    t.equal(
+      received.body,
+      outboxEvent('pet.created', pet as Pet, Date.parse(payload.timestamp)).body,
+      String(pet?.name),
+    );
+  }
 });
 
 t.test('an endpoint receives only the kinds it subscribed to; a refused change emits nothing', async (t) => {

@@ -7,6 +7,8 @@ import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPe
 import { type PetRow, versioned } from '../pet-rows.js';
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
+/** A Pet's fields, as PET_COLUMNS names them and versioned() reads them. */
+const PET_FIELDS = ['id', 'name', 'categoryId', 'status'] as const satisfies readonly (keyof Pet)[];
 const INSERT = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`;
 /**
  * The statements of every request, built once: node-postgres checks a named statement's text
@@ -22,13 +24,7 @@ const PET_SQL = {
   // Nobody subscribed when the version was $4: the pet alone, as long as that is still so.
   insertUnsubscribed: `INSERT INTO pets (name, category_id, status) SELECT $1, $2, $3 WHERE ${stillAt(4)}
     RETURNING ${PET_COLUMNS}, version`,
-  // A subscribed create takes its id first, so that its event is made with it.
-  nextId: `SELECT nextval('pets_id_seq') AS id`,
-  insertEmitting: insertEmitting(
-    `INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)
-      RETURNING ${PET_COLUMNS}, version`,
-    4,
-  ),
+  insertEmitting: insertEmitting(INSERT, 3, PET_FIELDS),
   byId: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1`,
   lock: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1 FOR UPDATE`,
   placedOrder: `SELECT id FROM orders WHERE pet_id = $1 AND status = 'placed'`,
@@ -102,16 +98,10 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
       });
       if (alone !== undefined) return versioned(alone);
     }
-    const { id } = await onlyRow<{ id: number }>(pool, { name: 'pets-next-id', text: PET_SQL.nextId });
-    const made = await outbox.insertEmitting<PetRow, 'pet.created'>(
+    const made = await outbox.insertEmitting<PetRow>(
       pool,
-      {
-        name: 'pets-insert-emitting',
-        text: PET_SQL.insertEmitting,
-        values: [id, pet.name, pet.categoryId, pet.status],
-      },
+      { name: 'pets-insert-emitting', text: PET_SQL.insertEmitting, values: [pet.name, pet.categoryId, pet.status] },
       'pet.created',
-      { id, name: pet.name, categoryId: pet.categoryId, status: pet.status },
     );
     if (made.eventId === null || !hint.anyone) subscriptions.forget('pet.created', hint);
     return versioned(made);
