@@ -6,9 +6,15 @@ import t from 'tap';
 import { ApiError, type ErrorBody } from '../src/domain/errors.js';
 import { DEFAULT_WEBHOOKS } from '../src/events/settings.js';
 import fc from 'fast-check';
-import { type EventType, isoTimestamp, type WebhookDelivery, type WebhookEndpoint } from '../src/domain/events.js';
+import {
+  type EventType,
+  isoTimestamp,
+  outboxEvent,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from '../src/domain/events.js';
 import { issueKey } from '../src/auth/api-keys.js';
-import type { Order } from '../src/storage/types.js';
+import type { Order, Pet } from '../src/storage/types.js';
 import { migrationsDir } from '../src/contract/paths.js';
 import { migrate } from '../src/storage/sqlite/migrate.js';
 import { backend, newDatabase, openDatabase, probeDatabase, temporaryDirectory } from './helpers/backend.js';
@@ -86,6 +92,25 @@ t.test('every change of every kind is delivered, signed, as the contract declare
   t.match(completed?.data, { id: order.id, status: 'completed' }, 'data is the order after the change');
   const deleted = payloads.find((payload) => payload.type === 'pet.deleted');
   t.same(deleted?.data, { id: tom.id, name: 'Tom', categoryId: 2, status: 'available' }, 'the pet as it was removed');
+});
+
+t.test("a created pet's event is the JSON every other event is, byte for byte, whatever its name", async (t) => {
+  const api = await start(t);
+  const receiver = await startReceiver(t);
+  const endpoint = await subscribed(api, receiver.url, ['pet.created']);
+  const names = ['Rex', 'Quote " and \\ backslash', 'Ünïcødé 🐕 ☃', '</script>&amp;'];
+  const pets: Pet[] = [];
+  for (const name of names) pets.push(await api.createPet({ name, categoryId: 9_007_199_254_740_991 }));
+  await receiver.waitFor(names.length);
+  for (const received of receiver.received) {
+    const payload = verified(endpoint.secret, received);
+    const pet = pets.find((one) => one.id === (payload.data as { id: number }).id);
+    t.equal(
+      received.body,
+      outboxEvent('pet.created', pet as Pet, Date.parse(payload.timestamp)).body,
+      String(pet?.name),
+    );
+  }
 });
 
 t.test('an endpoint receives only the kinds it subscribed to; a refused change emits nothing', async (t) => {
@@ -400,6 +425,39 @@ t.test('a subscription change applies to the next change, on this instance and o
     'the creates made while subscribed, whichever instance made them, and none after',
   );
 });
+
+t.test(
+  'an instance that found no subscriber hears of every later change to who subscribes, whoever makes it',
+  async (t) => {
+    const receiver = await startReceiver(t);
+    const one = await start(t);
+    const two = await start(t, { databaseUrl: one.databaseUrl });
+    const operator = await probeDatabase(t, one.databaseUrl, { writable: true });
+    const create = (name: string) => two.createPet({ name, categoryId: 1 });
+    // Each create on `two` follows a change acknowledged by `one` or committed by an operator's SQL.
+    await create('Before');
+    const endpoint = await subscribed(one, receiver.url, ['pet.created']);
+    await create('Subscribed');
+    await create('Subscribed again');
+    t.equal((await patch(one, `/v1/webhooks/${endpoint.id}`, { enabled: false })).statusCode, 200);
+    await create('Disabled');
+    await create('Disabled again');
+    t.equal((await patch(one, `/v1/webhooks/${endpoint.id}`, { enabled: true })).statusCode, 200);
+    await create('Enabled');
+    await operator.query(`UPDATE webhook_endpoints SET events = '["pet.deleted"]' WHERE id = ${endpoint.id}`);
+    await create('Unsubscribed by SQL');
+    await create('Unsubscribed by SQL again');
+    await operator.query(`UPDATE webhook_endpoints SET events = '["pet.created"]' WHERE id = ${endpoint.id}`);
+    await create('Subscribed by SQL');
+    await receiver.waitFor(4);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.same(
+      receiver.received.map((received) => (verified(endpoint.secret, received).data as { name: string }).name).sort(),
+      ['Enabled', 'Subscribed', 'Subscribed again', 'Subscribed by SQL'],
+      'the creates made while subscribed and enabled, and none else',
+    );
+  },
+);
 
 t.test('an endpoint removed after a change committed gets nothing of it; the others still do', async (t) => {
   const [kept, removed] = [await startReceiver(t), await startReceiver(t)];

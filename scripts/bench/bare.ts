@@ -55,19 +55,31 @@ function sqlite(file: string): Queries {
   };
 }
 
+/**
+ * Named statements, as a node-postgres server tuned for speed prepares them (issue 56): unnamed,
+ * each query is parsed and planned anew, and the bare server had flattered the project's reads.
+ */
 function postgres(connectionString: string): Queries {
   // bigint columns as numbers, as the project reads them.
   pg.types.setTypeParser(pg.types.builtins.INT8, Number);
   const pool = new pg.Pool({ connectionString, max: 10 });
-  const rows = async (text: string, values: unknown[]) => (await pool.query<Row>({ text, values })).rows;
-  const all = `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`;
-  const byStatus = `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`;
-  const insert = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${COLUMNS}, version`;
+  const statement = (name: string, text: string) => async (values: unknown[]) =>
+    (await pool.query<Row>({ name, text, values })).rows;
+  const all = statement('all', `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`);
+  const byStatus = statement(
+    'by-status',
+    `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  );
+  const byId = statement('by-id', `SELECT ${COLUMNS}, version FROM pets WHERE id = $1`);
+  const insert = statement(
+    'insert',
+    `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${COLUMNS}, version`,
+  );
   return {
     list: (status, afterId, limit) =>
-      status === undefined ? rows(all, [afterId, limit]) : rows(byStatus, [status, afterId, limit]),
-    get: async (id) => (await rows(`SELECT ${COLUMNS}, version FROM pets WHERE id = $1`, [id]))[0],
-    create: async (...values) => (await rows(insert, values))[0] as Row,
+      status === undefined ? all([afterId, limit]) : byStatus([status, afterId, limit]),
+    get: async (id) => (await byId([id]))[0],
+    create: async (...values) => (await insert(values))[0] as Row,
   };
 }
 

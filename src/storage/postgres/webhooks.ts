@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { type EventData, type EventType, outboxEvent } from '../../domain/events.js';
+import { type EventData, type EventType, isoTimestamp, outboxEvent } from '../../domain/events.js';
 import type { AttemptOutcome, DeliveryQueue, WebhookRepository } from '../types.js';
 import {
   ATTEMPT_COLUMNS,
@@ -47,25 +47,26 @@ const EMIT = `WITH subscribers AS (
  * `insert` (an `INSERT ... RETURNING id, ...` with parameters `$1` to `$<taken>`) and the event of the
  * row it makes, with its subscribers and NOTIFY as EMIT has them, as one statement: PostgreSQL commits
  * a statement whole, so the row and its event need no transaction around them and a create is one
- * round trip instead of four. The event's body is known but for the new row's id: it comes as the
- * text on either side of it (Outbox.insertEmitting).
+ * round trip instead of four. The event's body is made by PostgreSQL, `data` being the row's
+ * `fields`: `row_to_json` writes JSON as `JSON.stringify` does (compact, the same escapes), so the
+ * body is outboxEvent's, byte for byte (webhooks.test checks it).
  */
-export function insertEmitting(insert: string, taken: number): string {
+export function insertEmitting(insert: string, taken: number, fields: readonly string[]): string {
   const $ = (n: number) => `$${taken + n}`;
+  const data = fields.map((field) => `made."${field}"`).join(', ');
   return `WITH made AS (${insert}), subscribers AS (
       SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM webhook_endpoints
       WHERE enabled AND events @> jsonb_build_array(${$(1)}::text)
     ), event AS (
       INSERT INTO webhook_events (type, body, created_at, endpoints, trace_parent)
-      SELECT ${$(1)}, ${$(2)} || made.id || ${$(3)}, ${$(4)}, ids, ${$(5)} FROM made, subscribers
+      SELECT ${$(1)}, (SELECT row_to_json(body)::text FROM (SELECT ${$(1)}::text AS type, ${$(2)}::text AS "timestamp",
+          (SELECT row_to_json(data) FROM (SELECT ${data}) AS data) AS data) AS body),
+        ${$(3)}, ids, ${$(4)} FROM made, subscribers
       WHERE cardinality(ids) > 0
-      RETURNING id, CASE WHEN ${$(6)}::boolean THEN pg_notify('${CHANNEL}', '') END
+      RETURNING id, CASE WHEN ${$(5)}::boolean THEN pg_notify('${CHANNEL}', '') END
     )
     SELECT made.*, event.id AS "eventId" FROM made LEFT JOIN event ON true`;
 }
-
-/** The id an event body is built with before its row exists: insertEmitting's statement puts the row's in its place. */
-const ID_TO_COME = -1;
 
 /**
  * Up to `$1` events made into a delivery for each of their endpoints still there. SKIP LOCKED: two
@@ -165,29 +166,26 @@ export class Outbox {
   }
 
   /**
-   * Runs a statement of insertEmitting's on `pool`: the row it makes, and its event when an endpoint
-   * subscribes to `type`. `data` is the event's but for the new row's id, which comes first in it.
+   * Runs a statement of insertEmitting's on `pool`: the row it makes, and its event of kind `type`
+   * when an endpoint subscribes to it.
    */
-  async insertEmitting<R extends { id: number }, K extends EventType>(
+  async insertEmitting<R extends { id: number }>(
     pool: Pool,
     insert: { name: string; text: string; values: unknown[] },
-    type: K,
-    data: Omit<EventData<K>, 'id'>,
-  ): Promise<R> {
-    const event = outboxEvent(type, { id: ID_TO_COME, ...data } as EventData<K>, this.now());
-    // Once only: every other string in the body is quoted, its quotes escaped.
-    const [before, after] = event.body.split(`"id":${ID_TO_COME}`);
+    type: EventType,
+  ): Promise<R & { eventId: number | null }> {
+    const createdAt = this.now();
     const at = performance.now();
     const notify = at - this.notifiedAt >= NOTIFY_EVERY_MS;
-    const { eventId, ...made } = await onlyRow<R & { eventId: number | null }>(pool, {
+    const made = await onlyRow<R & { eventId: number | null }>(pool, {
       ...insert,
-      values: [...insert.values, event.type, `${before}"id":`, after, event.at, this.traceParent?.() ?? null, notify],
+      values: [...insert.values, type, isoTimestamp(createdAt), createdAt, this.traceParent?.() ?? null, notify],
     });
-    if (eventId !== null) {
+    if (made.eventId !== null) {
       if (notify) this.notifiedAt = at;
       this.wakeListeners();
     }
-    return made as unknown as R;
+    return made;
   }
 
   /** `listener` is called when a transaction of this instance that wrote an event commits. */
