@@ -317,8 +317,10 @@ t.test(
   { skip },
   async (t) => {
     // One request at a time an instance, so that 200 at once queue in the balancer.
+    let balancer: Balancer | undefined;
     const burstOf = async (balancerEnv: Record<string, string>) => {
       const deployment = await startDeployment(t, {}, { PETSTORE_LB_MAXCONN: '1', ...balancerEnv });
+      balancer = deployment.balancer;
       const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
       return Promise.all(Array.from({ length: 200 }, () => call('GET', '/pets')));
     };
@@ -339,6 +341,13 @@ t.test(
       refused.filter((answer) => answer.violation !== undefined || answer.headers['retry-after'] === undefined),
       [],
       "each refusal is the contract's Error with Retry-After",
+    );
+    // No instance saw them: the operator's count is HAProxy's (docs/deploy.md, Metrics and logs).
+    const metrics = (await balancer?.metrics()) ?? '';
+    t.match(
+      metrics,
+      new RegExp(`^haproxy_backend_requests_denied_total\\{proxy="instances"\\} ${refused.length}$`, 'm'),
+      "HAProxy's exporter counts every refusal",
     );
   },
 );
