@@ -1,3 +1,4 @@
+import { createConnection } from 'node:net';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,3 +21,22 @@ export function requireHaproxy(): string {
   if (binary === undefined) throw new Error(HAPROXY_MISSING);
   return binary;
 }
+
+/**
+ * One command to HAProxy's runtime API (`stats socket`, level admin) at `socket`, and its answer.
+ * deploy/run-local.sh adds and removes servers this way, without a reload.
+ */
+export function runtimeCommand(socket: string, command: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const connection = createConnection(socket, () => connection.end(`${command}\n`));
+    connection.setEncoding('utf8');
+    connection.on('data', (chunk: string) => (answer += chunk));
+    connection.on('end', () => resolve(answer.trim()));
+    connection.on('error', reject);
+  });
+}
+
+/** Answers of the runtime API's `set server` that say it did nothing. */
+export const REFUSED_COMMAND =
+  /^(No such|Require|Unknown|Invalid|Can't|Cannot|'set server')|error|not (allowed|supported)/i;

@@ -6,8 +6,11 @@
  *                                     and again on PostgreSQL; the suites that measure load, one
  *                                     at a time, with lint and format:check meanwhile;
  *                                     contract:check
- *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint and
- *                                     format:check: the fast subset
+ *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint,
+ *                                     format:check and contract:check (all of it but the responses
+ *                                     seen by tests, which needs every suite): the fast subset
+ *   npm test -- --no-load             everything but the suites that measure load (LOAD), with
+ *                                     contract:check as for named files (npm run test:no-load)
  *   npm run test:postgres             the build, then the suites on PostgreSQL alone
  *
  * Each test file runs as `node dist/test/x.test.js` (scripts/test/pool.ts says why not under
@@ -59,7 +62,7 @@ const NOT_ON_POSTGRES = [
  * them on two cores change what they measure. Lint and format:check run meanwhile, one at a time:
  * each keeps one core busy, and these files left the other idle for much of their minute.
  */
-const ALONE = ['balancer', 'deploy', 'overload'];
+const LOAD = ['balancer', 'deploy', 'overload'];
 
 const JOBS = Number(process.env.TEST_JOBS ?? availableParallelism() * 2);
 
@@ -85,6 +88,21 @@ interface Verdict {
 const say = (line: string) => process.stdout.write(`[npm test] ${line}\n`);
 
 const npmRun = (script: string) => ({ group: script, name: script, program: 'npm', args: ['run', '-s', script] });
+
+/**
+ * contract:check's script, as `npm run contract:check` runs it after the type check and build the
+ * build stage has just done. With the log of every suite's responses only after the whole suite;
+ * otherwise without it, and it says so (scripts/contract-check/responses.ts).
+ */
+function contractCheck(withResponses: boolean): GroupedJob {
+  return {
+    group: 'contract:check',
+    name: withResponses ? 'contract:check' : 'contract:check (responses not checked)',
+    program: process.execPath,
+    args: [join('dist', 'scripts', 'contract-check.js')],
+    ...(withResponses ? {} : { env: { PETSTORE_RESPONSE_LOG: undefined } }),
+  };
+}
 
 const TEST_DIRECTORY = join(projectRoot, 'dist', 'test');
 
@@ -134,33 +152,32 @@ function plan(args: string[]): Stage[] {
   }
   // Lint and format with the suites: a style slip would otherwise first fail the full run.
   const checks = [npmRun('lint'), npmRun('format:check')];
+  if (args.length === 1 && args[0] === '--no-load') {
+    const files = allTestFiles().filter((file) => !matches(LOAD, file));
+    say(
+      `runs the build, every suite but those that measure load (${LOAD.join(', ')}), lint, format:check and contract:check without the responses seen by tests (npm test checks those)`,
+    );
+    return [{ jobs: [...onBothBackends(files), ...checks, contractCheck(false)], parallel: JOBS }];
+  }
   if (args.length > 0) {
     const files = args.map(compiledTest);
+    say(
+      `runs the build, ${files.map(nameOf).join(', ')} on SQLite and PostgreSQL, lint, format:check and contract:check without the responses seen by tests (npm test checks those)`,
+    );
     for (const file of files.filter((file) => matches(NOT_ON_POSTGRES, file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
-    return [{ jobs: [...onBothBackends(files), ...checks], parallel: JOBS }];
+    return [{ jobs: [...onBothBackends(files), ...checks, contractCheck(false)], parallel: JOBS }];
   }
   const files = allTestFiles();
   return [
-    { jobs: onBothBackends(files.filter((file) => !matches(ALONE, file))), parallel: JOBS },
+    { jobs: onBothBackends(files.filter((file) => !matches(LOAD, file))), parallel: JOBS },
     {
-      jobs: files.filter((file) => matches(ALONE, file)).map((file) => fileJob(file, 'sqlite', 'alone, one at a time')),
+      jobs: files.filter((file) => matches(LOAD, file)).map((file) => fileJob(file, 'sqlite', 'alone, one at a time')),
       parallel: 1,
       beside: checks,
     },
-    // Last: it reads the log of every response the suites saw. Its script, as `npm run
-    // contract:check` runs it after a type check and build the build stage has just done.
-    {
-      jobs: [
-        {
-          group: 'contract:check',
-          name: 'contract:check',
-          program: process.execPath,
-          args: [join('dist', 'scripts', 'contract-check.js')],
-        },
-      ],
-      parallel: 1,
-    },
+    // Last: it reads the log of every response the suites saw.
+    { jobs: [contractCheck(true)], parallel: 1 },
   ];
 }
 

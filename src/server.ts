@@ -178,7 +178,7 @@ async function main(): Promise<void> {
     lines.push(
       'No API keys existed, so a development account and key were created. The key is shown once:',
       // PUBLIC_URL is where clients reach the instances (behind a balancer, the balancer).
-      `  curl -H 'Authorization: Bearer ${issued.key}' ${config.publicUrl === undefined ? origin : new URL(config.publicUrl).origin}${contract.basePath}/pets`,
+      `  curl ${config.publicUrlCa === undefined ? '' : `--cacert '${config.publicUrlCa}' `}-H 'Authorization: Bearer ${issued.key}' ${config.publicUrl === undefined ? origin : new URL(config.publicUrl).origin}${contract.basePath}/pets`,
       issued.key,
     );
   }

@@ -266,6 +266,39 @@ t.test('through the balancer, each client address has its own failed-authenticat
   t.match(logs(), /"client":"127\.0\.0\.3"/);
 });
 
+t.test('behind the balancer, every request line of the instances names the client', { skip }, async (t) => {
+  const deployment = await startDeployment(t);
+  const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key, from: '127.0.0.4' });
+  const sent = 300;
+  // Some at once, so that HAProxy's connections to the instances open and close under each other.
+  for (let batch = 0; batch < sent / 10; batch += 1) {
+    const answers = await Promise.all([
+      ...Array.from({ length: 8 }, () => call('GET', '/pets')),
+      call('GET', '/pets/999999'),
+      call('POST', '/pets', { body: { name: 7 } }),
+    ]);
+    t.same(
+      answers.map((answer) => answer.status),
+      [...Array.from({ length: 8 }, () => 200), 404, 400],
+    );
+  }
+  const requestLines = () =>
+    deployment.instances
+      .flatMap((instance) => instance.output().split('\n'))
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { msg?: string; client?: string; url?: string })
+      .filter((line) => line.msg === 'request' && line.url?.startsWith('/v1/pets') === true);
+  // The instances' logs come through pipes: a line may follow its answer by a moment.
+  for (let waited = 0; requestLines().length < sent && waited < 5000; waited += 50) await sleep(50);
+  const lines = requestLines();
+  t.equal(lines.length, sent, 'one line a request');
+  t.same(
+    lines.filter((line) => line.client !== '127.0.0.4'),
+    [],
+    "each names the client's address, though HAProxy closes its connection to the instance after each answer",
+  );
+});
+
 t.test('HTTPS at the balancer: its certificate, and no plain HTTP', { skip }, async (t) => {
   const deployment = await startDeployment(t);
   const answer = await balancerClient(t, deployment.balancer.origin, { key: deployment.key })('GET', '/pets');
@@ -284,8 +317,10 @@ t.test(
   { skip },
   async (t) => {
     // One request at a time an instance, so that 200 at once queue in the balancer.
+    let balancer: Balancer | undefined;
     const burstOf = async (balancerEnv: Record<string, string>) => {
       const deployment = await startDeployment(t, {}, { PETSTORE_LB_MAXCONN: '1', ...balancerEnv });
+      balancer = deployment.balancer;
       const call = balancerClient(t, deployment.balancer.origin, { key: deployment.key });
       return Promise.all(Array.from({ length: 200 }, () => call('GET', '/pets')));
     };
@@ -306,6 +341,13 @@ t.test(
       refused.filter((answer) => answer.violation !== undefined || answer.headers['retry-after'] === undefined),
       [],
       "each refusal is the contract's Error with Retry-After",
+    );
+    // No instance saw them: the operator's count is HAProxy's (docs/deploy.md, Metrics and logs).
+    const metrics = (await balancer?.metrics()) ?? '';
+    t.match(
+      metrics,
+      new RegExp(`^haproxy_backend_requests_denied_total\\{proxy="instances"\\} ${refused.length}$`, 'm'),
+      "HAProxy's exporter counts every refusal",
     );
   },
 );

@@ -92,11 +92,19 @@ t.test('two instances on one database serve one catalogue', async (t) => {
   const link = /^<\/v1([^>]+)>/.exec(page.headers.get('link') ?? '')?.[1] ?? '';
   const continued = (await (await cluster.call(1, link)).json()) as Pet[];
   t.same(continued, fromFirst.slice(10, 20), 'a cursor from one instance continues on the other');
+  const metrics = await scrape(cluster.instances[0]);
   t.match(
-    await scrape(cluster.instances[0]),
+    metrics,
     /^petstore_storage_pool_clients\{state="total"\} [1-9]/m,
     "the PostgreSQL pool's clients are in the metrics",
   );
+  // The scrape's own queries (the webhook backlog) wait for nothing on an idle pool.
+  for (let scraped = 0; scraped < 3; scraped += 1)
+    t.match(
+      await scrape(cluster.instances[scraped % 2]),
+      /^petstore_storage_pool_clients\{state="waiting"\} 0$/m,
+      'an idle pool has no checkout waiting',
+    );
 });
 
 t.test('two instances racing over the same pet: one order, one 409; transitions hold across instances', async (t) => {

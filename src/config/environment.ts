@@ -15,6 +15,8 @@ export interface Config {
   connections: ConnectionLimits;
   /** The URL clients reach this instance at, when it differs from the listen address. */
   publicUrl: string | undefined;
+  /** The CA certificate a client needs to trust PUBLIC_URL (a self-signed balancer's): the banner's curl names it. */
+  publicUrlCa: string | undefined;
   /** Where the rate limits are counted, shared by all instances; undefined: each counts alone. */
   redisUrl: string | undefined;
   overload: OverloadSettings;
@@ -225,6 +227,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConnections: wholeNumber('MAX_CONNECTIONS', env.MAX_CONNECTIONS, DEFAULT_CONNECTION_LIMITS.maxConnections, 1),
     },
     publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL,
+    publicUrlCa: env.PUBLIC_URL_CA === '' ? undefined : env.PUBLIC_URL_CA,
     redisUrl: redisUrlFrom(env.REDIS_URL),
     metrics: metricsFrom(env),
     webhooks: webhookSettingsFrom(env),

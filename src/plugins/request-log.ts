@@ -166,8 +166,17 @@ function logLine(log: FastifyBaseLogger, level: Level, fields: object, message: 
  * without any key sent in it.
  */
 export class RequestLog extends LogController {
-  override incomingRequest(): void {
-    // Nothing: the request's one line is written when it completes.
+  /**
+   * Each request's client, read when it arrives. By the time its line is written the connection
+   * may be gone: HAProxy (option http-server-close) closes it as soon as it has the answer, and a
+   * closed socket no longer has a peer address, so `request.ip` would then be undefined, with or
+   * without X-Forwarded-For.
+   */
+  readonly #clients = new WeakMap<FastifyRequest, string | undefined>();
+
+  override incomingRequest(request: FastifyRequest): void {
+    // The line itself is written when the request completes.
+    this.#clients.set(request, request.ip);
   }
 
   override requestCompleted(error: Error | undefined, request: FastifyRequest, reply: FastifyReply): void {
@@ -184,7 +193,7 @@ export class RequestLog extends LogController {
       method: request.method,
       url: withoutKeys(request.url),
       // The client's address: from X-Forwarded-For only when the peer is a trusted proxy (TRUST_PROXY).
-      client: request.ip,
+      client: this.#clients.get(request) ?? request.ip,
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };

@@ -48,6 +48,8 @@ export interface Balancer {
   waitFor(server: string, state: 'UP' | 'DOWN'): Promise<void>;
   /** Everything HAProxy logged (one line per request). */
   output(): string;
+  /** HAProxy's own Prometheus metrics (its exporter, at PETSTORE_LB_STATS/metrics). */
+  metrics(): Promise<string>;
 }
 
 /**
@@ -108,6 +110,7 @@ export async function startBalancer(
   return {
     origin: `https://127.0.0.1:${port}`,
     states,
+    metrics: async () => (await fetch(`http://127.0.0.1:${statsPort}/metrics`)).text(),
     waitFor,
     output: () => output,
   } satisfies Balancer;

@@ -30,6 +30,16 @@ export interface PostgresOptions {
 const types = new pg.TypeOverrides();
 types.setTypeParser(pg.types.builtins.INT8, Number);
 
+/**
+ * Checkouts that no client can take now. node-postgres queues every checkout made while a client
+ * is idle and hands it that client on the next tick, so its `waitingCount` counts them too: a
+ * scrape reads 2 on an idle pool, the webhook backlog gauges' own queries, started in the same
+ * tick. Only what is queued beyond the idle clients and the room left to connect more waits.
+ */
+function waitingForClient(pool: pg.Pool, max: number): number {
+  return Math.max(0, pool.waitingCount - pool.idleCount - (max - pool.totalCount));
+}
+
 /** Connects, applies pending migrations, and returns the storage on a pool of connections. */
 export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const pool = new pg.Pool({
@@ -86,6 +96,6 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
       keys.stop();
       if (!pool.ended) await pool.end();
     },
-    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: waitingForClient(pool, options.poolSize) }),
   };
 }
