@@ -50,6 +50,7 @@ const NOT_ON_POSTGRES = [
   'docs',
   'multi-instance',
   'overload',
+  'postgres-listen',
   'proxy-tls',
   'redis-*',
   'slow-clients',

@@ -83,8 +83,10 @@ async function main(): Promise<void> {
   // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
   const { describeDatabase, openStorage } = await import('./storage/index.js');
   let onIdleError: (error: Error) => void = () => undefined;
+  let onListenError: (error: Error, channel: string) => void = () => undefined;
   const storage = await openDatabase(openStorage, config.database, {
     onIdleError: (error) => onIdleError(error),
+    onListenError: (error, channel) => onListenError(error, channel),
     ...(tracing && { traceParent: tracing.traceParent }),
   });
   const traced = tracing === undefined ? storage : tracing.storage(storage, config.database.engine);
@@ -111,6 +113,11 @@ async function main(): Promise<void> {
     tracing,
   });
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
+  onListenError = (error, channel) =>
+    app.log.warn(
+      { err: error, channel },
+      "a LISTEN connection failed; retried every second (meanwhile keys are read from the database and other instances' events found by polling)",
+    );
 
   let metricsServer: MetricsServer | undefined;
   // On SIGTERM or SIGINT (a second one exits at once), or an error nothing caught: drain, close,

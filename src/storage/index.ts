@@ -11,6 +11,8 @@ export interface OpenOptions {
   now?: () => number;
   /** Told of a pooled PostgreSQL connection that failed while idle. */
   onIdleError?: (error: Error) => void;
+  /** Told when a PostgreSQL LISTEN connection fails (once until it listens again), with its channel. */
+  onListenError?: (error: Error, channel: string) => void;
   /** The trace context (a W3C traceparent) to store with an event, read as it is written; none when untraced. */
   traceParent?: () => string | undefined;
 }
@@ -34,6 +36,7 @@ export async function openStorage(database: DatabaseConfig, options: OpenOptions
     ...now,
     ...traceParent,
     ...(options.onIdleError === undefined ? {} : { onIdleError: options.onIdleError }),
+    ...(options.onListenError === undefined ? {} : { onListenError: options.onListenError }),
   });
 }
 

@@ -4,6 +4,7 @@ import { type Storage, StorageUnavailableError } from '../types.js';
 import { accountRepository } from './accounts.js';
 import { Claims } from './idempotency.js';
 import { KeyCache } from './key-cache.js';
+import { type ListenFailed, listenerOn } from './listen.js';
 import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
@@ -22,6 +23,8 @@ export interface PostgresOptions {
   now?: () => number;
   /** Told of a pool connection that failed while idle (the server restarted, say). */
   onIdleError?: (error: Error) => void;
+  /** Told when a LISTEN connection fails: changes made by other instances are then seen later. */
+  onListenError?: ListenFailed;
   /** The trace context to store with each event (OpenOptions). */
   traceParent?: () => string | undefined;
 }
@@ -75,8 +78,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const claims = new Claims(pool, now);
   await claims.purge();
   const outbox = new Outbox(now, options.traceParent);
-  const deliveries = deliveryQueue(pool, options.connectionString, outbox, now);
-  const keys = new KeyCache(options.connectionString);
+  const listen = listenerOn(options.connectionString, options.onListenError);
+  const deliveries = deliveryQueue(pool, listen, outbox, now);
+  const keys = new KeyCache(listen);
 
   return {
     pets: petRepository(pool, claims, outbox),

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { KeyHash, Principal } from '../types.js';
-import { listen } from './listen.js';
+import type { Listen } from './listen.js';
 
 /** Where migration 009's trigger announces every committed change to `api_keys`. */
 const CHANNEL = 'petstore_api_keys';
@@ -26,7 +26,7 @@ export class KeyCache {
   #listener: { stop(): void } | undefined;
 
   constructor(
-    private readonly connectionString: string,
+    private readonly listen: Listen,
     size = 10_000,
   ) {
     this.#entries = new LRUCache({ max: size, ttl: KEPT_FOR_MS, ttlAutopurge: false });
@@ -34,7 +34,7 @@ export class KeyCache {
 
   async get(key: KeyHash, read: () => Promise<Principal | undefined>): Promise<Principal | undefined> {
     // Started by the first lookup: the CLI, which looks up no key, opens no listening connection.
-    this.#listener ??= listen(this.connectionString, 'petstore-keys', CHANNEL, {
+    this.#listener ??= this.listen('petstore-keys', CHANNEL, {
       notified: () => this.#changed(),
       listening: () => {
         this.#changed();

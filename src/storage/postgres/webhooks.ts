@@ -15,7 +15,7 @@ import {
   inFlight,
 } from '../webhook-rows.js';
 import { firstRow, onlyRow, rows, transaction } from './queries.js';
-import { listen } from './listen.js';
+import type { Listen } from './listen.js';
 import { afterCommit } from './transaction.js';
 
 /** The channel committed events are announced on, to the workers of every instance. */
@@ -323,7 +323,7 @@ function endpointHealth(settled: readonly AttemptOutcome[]) {
  * LOCKED and leases them, so two instances never take the same attempt, and a dead instance's
  * claims come due again when their lease ends.
  */
-export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outbox, now: () => number): DeliveryQueue {
+export function deliveryQueue(pool: Pool, listen: Listen, outbox: Outbox, now: () => number): DeliveryQueue {
   const listeners = new Set<() => void>();
   // Another instance's events, while anyone listens; if the connection is lost, the worker's timer polls.
   let listening: { stop(): void } | undefined;
@@ -451,7 +451,7 @@ export function deliveryQueue(pool: Pool, connectionString: string, outbox: Outb
     onCommit: (wake) => {
       const unlistenLocal = outbox.onCommit(wake);
       listeners.add(wake);
-      listening ??= listen(connectionString, 'petstore-webhooks', CHANNEL, { notified: wakeAll });
+      listening ??= listen('petstore-webhooks', CHANNEL, { notified: wakeAll });
       return () => {
         unlistenLocal();
         listeners.delete(wake);
