@@ -275,7 +275,10 @@ t.test('a missing or repeated Host, or a repeated single-value header, is a 400 
 });
 
 t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz reports it', async (t) => {
-  const api = await startApi(t);
+  const logged: { level: number; msg: string; url?: string; err?: { message: string } }[] = [];
+  const api = await startApi(t, {
+    logger: { level: 'info', stream: { write: (line: string) => logged.push(JSON.parse(line) as never) } },
+  });
   const ready = await api.app.inject({ method: 'GET', url: '/readyz' });
   t.equal(ready.statusCode, 200);
   const key = api.auth;
@@ -292,6 +295,20 @@ t.test('an unexpected failure is a 500 Error body that reveals nothing; /readyz 
     t.same(response.json(), { code: 'internal_error', message: 'Internal server error', status: 500 });
     t.notMatch(response.body, /sqlite|postgres|database|at |\.js/i, 'no stack trace or internals');
   }
+  const failures = logged.filter((line) => line.level >= 50);
+  t.same(
+    failures.map(({ msg, url }) => [msg, url]),
+    [
+      ['request failed', '/v1/pets'],
+      ['request failed', '/v1/pets'],
+      ['request failed', '/v1/pets/1'],
+    ],
+    'each failure is logged once, in its request line',
+  );
+  t.ok(
+    failures.every(({ err }) => typeof err?.message === 'string' && err.message !== ''),
+    'with the error that caused it',
+  );
   const notReady = await api.app.inject({ method: 'GET', url: '/readyz' });
   t.equal(notReady.statusCode, 503);
   t.same(notReady.json(), {

@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody } from '../domain/errors.js';
 import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
+import { recordFailure } from './request-log.js';
 import { describeValidation } from './validation-messages.js';
 
 /** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
@@ -108,7 +109,7 @@ function largeBodyToCome(request: FastifyRequest): boolean {
 async function errorsPlugin(app: FastifyInstance): Promise<void> {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    if (apiError.statusCode >= 500) recordFailure(request, error);
     return send(reply, apiError);
   });
 }

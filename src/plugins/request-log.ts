@@ -20,6 +20,14 @@ export function withoutKeys(url: string): string {
   return url.length < SHORTEST_KEY_LIKE ? url : url.replace(KEY_LIKE_IN_URL, '[redacted]');
 }
 
+/** What made a request fail with a 5xx, logged with its one line (the error handler records it). */
+const causes = new WeakMap<FastifyRequest, Error>();
+
+/** Records why `request` failed, for its line to name: the failure is logged once, with the request. */
+export function recordFailure(request: FastifyRequest, error: Error): void {
+  causes.set(request, error);
+}
+
 /** Requests whose line is left out: a limit's refusals after the first of a window (LimitLog). */
 const unlogged = new WeakSet<FastifyRequest>();
 
@@ -198,7 +206,7 @@ export class RequestLog extends LogController {
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };
     if (level === 'debug') logLine(log, level, line, 'probe');
-    else if (level === 'error') logLine(log, level, { ...line, err: error }, 'request failed');
+    else if (level === 'error') logLine(log, level, { ...line, err: error ?? causes.get(request) }, 'request failed');
     else logLine(log, level, line, 'request');
   }
 }
