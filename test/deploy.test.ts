@@ -174,7 +174,7 @@ t.test(
       t.equal(await roll.exited, 0, roll.output());
       t.match(
         roll.output(),
-        /instance1 \(pid \d+, spare1\): in rotation, the old one drained and stopped\n[^]*instance2 \(pid \d+, spare2\): in rotation/,
+        /instance1 \(pid \d+, spare1\): in rotation, the old one draining\n[^]*instance2 \(pid \d+, spare2\): in rotation/,
       );
     });
     t.equal(
