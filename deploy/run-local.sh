@@ -72,8 +72,14 @@ roll() {
     done
     outcome="$(cat "$run_dir/instance$n.rolled")"
     [ "$outcome" = replaced ] || fail "instance$n: $outcome; not rolling the others"
-    say "instance$n (pid $(cat "$run_dir/instance$n.pid"), $(cat "$run_dir/instance$n.slot")): in rotation, the old one drained and stopped"
+    say "instance$n (pid $(cat "$run_dir/instance$n.pid"), $(cat "$run_dir/instance$n.slot")): in rotation, the old one draining"
   done
+  deadline=$((SECONDS + 60))
+  while compgen -G "$run_dir/instance?.old.pid" >/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "an old instance did not stop within 60 s: $(cat "$run_dir"/instance?.old.pid)"
+    sleep 0.2
+  done
+  say "rolled: every old instance drained and stopped"
 }
 
 if [ "${1:-}" = roll ]; then
@@ -102,7 +108,7 @@ fi
 mkdir -p -m 700 "$run_dir"
 [ -O "$run_dir" ] || fail "$run_dir belongs to another user"
 # Left by a stack that was killed: roll must not find instances this one does not have.
-rm -f "$run_dir"/{instance,supervisor}?.{pid,slot,rolled} "$run_dir"/instance?.next.pid
+rm -f "$run_dir"/{instance,supervisor}?.{pid,slot,rolled} "$run_dir"/instance?.{next,old}.pid
 
 supervisors=()
 haproxy_pid=""
@@ -123,7 +129,7 @@ stop() {
   [ -S "$PETSTORE_LB_ADMIN_SOCKET" ] && rm -f "$PETSTORE_LB_ADMIN_SOCKET"
   # Only what this script put there: PETSTORE_RUN_DIR may name a folder holding more.
   rm -f "$run_dir"/{run-local.pid,stats-address,balancer.pem,balancer.key}
-  rm -f "$run_dir"/{instance,supervisor}?.{pid,slot,rolled} "$run_dir"/instance?.next.pid
+  rm -f "$run_dir"/{instance,supervisor}?.{pid,slot,rolled} "$run_dir"/instance?.{next,old}.pid
   rmdir "$run_dir" 2>/dev/null || true
 }
 trap stop EXIT
@@ -216,19 +222,25 @@ supervise() {
       # then in-flight requests) and exits.
       balancer "set server instances/$slot state drain" || true
       kill -TERM "$pid" 2>/dev/null || true
-      status=0
-      wait "$pid" || status=$?
-      balancer "set server instances/$slot state maint" || true
-      say "instance$n: pid $pid ($slot) stopped (exit $status)"
+      local old=$pid old_slot=$slot old_status=0 swap
+      echo "$old" >"$run_dir/instance$n.old.pid"
       pid=$next
-      local swap=$slot
-      slot=$other_slot other_slot=$swap
+      swap=$slot slot=$other_slot other_slot=$swap
       swap=$port port=$other_port other_port=$swap
       swap=$metrics metrics=$other_metrics other_metrics=$swap
       echo "$pid" >"$run_dir/instance$n.pid"
       echo "$slot" >"$run_dir/instance$n.slot"
       rm -f "$run_dir/instance$n.next.pid"
+      # The roll goes on to the next instance while this one finishes: its replacement serves.
       echo replaced >"$run_dir/instance$n.rolled"
+      # A roll asked meanwhile (SIGUSR1) interrupts the wait; it is served once the old one is gone.
+      while alive "$old"; do
+        old_status=0
+        wait "$old" || old_status=$?
+      done
+      balancer "set server instances/$old_slot state maint" || true
+      rm -f "$run_dir/instance$n.old.pid"
+      say "instance$n: pid $old ($old_slot) stopped (exit $old_status)"
     done
     say "instance$n (pid $pid) exited ($status); starting it again"
   done

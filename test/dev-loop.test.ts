@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
@@ -9,6 +9,7 @@ import { formatDrift } from '../scripts/contract-check/drift.js';
 import { checkResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
 import { freePort } from '../scripts/local-servers.js';
 import { loadContract } from '../src/contract/document.js';
+import { projectRoot } from '../src/contract/paths.js';
 import { contract as projectContract } from './helpers/contract.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 import { copyProject } from './helpers/project-copy.js';
@@ -105,7 +106,10 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
 t.setTimeout(480_000);
 
 t.test('npm run dev serves a new operation from the contract, then its handler', async (t) => {
+  const began = Date.now();
+  const phase = (what: string) => t.comment(`${what}: ${((Date.now() - began) / 1000).toFixed(1)} s into the test`);
   const copy = copyProject(t);
+  phase('copied');
   mkdirSync(join(copy, 'data'));
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
@@ -139,6 +143,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
 
   const key = await eventually('the development key', 60, async () => /^(psk_\S+)$/m.exec(output)?.[1], log);
   const auth = { authorization: `Bearer ${key}` };
+  phase('serving');
   const newOperation = (headers: Record<string, string> = auth) =>
     fetch(`${origin}${NEW_OPERATION.url(1)}`, { method, headers });
   t.equal((await newOperation()).status, 405, `before the contract has it, ${method} is not allowed`);
@@ -186,6 +191,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     log,
   );
 
+  phase('linted');
   // redocly.yaml is watched too: a rule added there is applied at once, and so is its removal.
   const ruleset = join(copy, 'redocly.yaml');
   const rules = readFileSync(ruleset, 'utf8');
@@ -213,6 +219,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     log,
   );
 
+  phase('ruleset applied and removed');
   // An edited example is served.
   writeFileSync(
     contractFile,
@@ -241,10 +248,12 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
         : undefined,
     log,
   );
+  phase('the loop type-checked the new types');
   const build = await runIn(copy, 'npm', ['run', '-s', 'build']);
   t.not(build.code, 0, 'npm run build fails');
   t.match(build.stderr, `operation ${operationId} has no handler`, 'naming the operation');
 
+  phase('built (refused)');
   // The handler, once written, answers instead of the contract.
   writeFileSync(join(copy, 'src', 'handlers', 'new-operation.ts'), NEW_OPERATION_HANDLER);
   const handlers = join(copy, 'src', 'handlers', 'index.ts');
@@ -267,6 +276,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   t.equal(implemented.status, 404);
   t.match(await implemented.json(), { message: 'No pet with id 1 to act on' });
 
+  phase('handler served');
   // contract:check refuses the operation until a test sees its responses, naming them: its check
   // of the responses, here in this process (the command's failures are contract-check.test's).
   writeFileSync(
@@ -298,8 +308,36 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
     async () => (existsSync(compiledTest) ? true : undefined),
     log,
   );
+  phase('test compiled');
+
+  // The command README.md and docs/contract.md give for after a contract change, as written, with
+  // the new operation's own test added as they say: the harness accepts every file and runs
+  // contract:check with them (--plan: what it would run; the whole npm test runs those files).
+  for (const doc of ['README.md', 'docs/contract.md']) {
+    const text = readFileSync(join(projectRoot, doc), 'utf8');
+    const commands = [...text.matchAll(/^npm test -- (test\/\S+(?: test\/\S+)*)$/gm)].map((match) => match[1] ?? '');
+    t.ok(commands.length > 0, `${doc} gives the fast command after a contract change`);
+    for (const files of commands) {
+      const planned = await runIn(copy, process.execPath, [
+        join(copy, 'dist', 'scripts', 'test.js'),
+        ...files.split(' '),
+        'test/new-operation.test.ts',
+        '--plan',
+      ]);
+      t.equal(planned.code, 0, `${doc}: npm test -- ${files}: accepted`, { output: planned.stdout });
+      for (const file of [...files.split(' '), 'test/new-operation.test.ts'])
+        t.match(planned.stdout, `${basename(file, '.ts')}.js on SQLite`, `${doc}: it runs ${file}`);
+      t.match(
+        planned.stdout,
+        /lint, format:check, contract:check/,
+        `${doc}: with lint, format:check and contract:check`,
+      );
+    }
+  }
+
   const tested = await runIn(copy, process.execPath, [compiledTest], env);
   t.equal(tested.code, 0, `the test of ${operationId} passes`, { output: tested.stdout + tested.stderr });
+  phase('tested');
   const checked = await runIn(copy, process.execPath, [join(copy, 'dist', 'scripts', 'contract-check.js')], env);
   t.equal(checked.code, 0, 'contract:check passes once a test sees every response', {
     output: checked.stderr,
@@ -307,5 +345,6 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   t.match(checked.stdout, /^contract:check: ok: .*\bresponses\b/m);
   t.notMatch(checked.stdout, /not checked/, 'with the log, nothing is said to be skipped');
 
+  phase('contract:check passed');
   t.notMatch(output, /does not conform to the contract/, 'every response the loop served conformed');
 });
