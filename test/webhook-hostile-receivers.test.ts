@@ -6,7 +6,7 @@ import { RESPONSE_BODY_LIMIT, retryAfterMs } from '../src/events/sender.js';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { AttemptOutcome, Pet } from '../src/storage/types.js';
 import type { TapTest, TestApi } from './helpers/api.js';
-import { newDatabase, openDatabase } from './helpers/backend.js';
+import { backend, newDatabase, openDatabase, probeDatabase } from './helpers/backend.js';
 import { loopbackServer, startReceiver } from './helpers/receiver.js';
 import { eventually, FAST, start, subscribe, verified, type WithSecret } from './helpers/webhooks.js';
 
@@ -346,4 +346,50 @@ t.test("an outcome that cannot be stored fails its own attempt alone, not the ot
     'then each alone',
   );
   t.equal(errors.length, 1, 'the one that failed is logged, once');
+});
+
+t.test('a message an older server put past any date is due again once migrated, and its log reads', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  let storage = await openDatabase(databaseUrl);
+  const { id: accountId } = await storage.accounts.createAccount('attacked');
+  const endpoint = await storage.webhooks.create(
+    accountId,
+    { url: 'http://127.0.0.1:9/', events: ['pet.created'] },
+    'whsec_AAAA',
+    20,
+  );
+  if (endpoint === 'limit_reached') throw new Error('limit reached');
+  await storage.pets.create({ name: 'rex', categoryId: 1, status: 'available' });
+  const caps = { perEndpoint: 10, perAccount: 10 };
+  const [delivery] = await storage.deliveries.claim(10, 60_000, caps);
+  if (delivery === undefined) throw new Error('nothing claimed');
+  // As a server that took an unbounded Retry-After and a status of 999 recorded them.
+  const at = Date.now();
+  const farOff = 9e18;
+  await storage.deliveries.settle([{ delivery, attemptedAt: at, durationMs: 1, responseStatus: 999, next: farOff }]);
+  t.equal(await storage.deliveries.nextDueAt(caps), farOff, 'never due, as it was');
+  t.same(
+    await storage.webhooks.attempts(accountId, endpoint.id, 10),
+    [
+      {
+        eventId: `evt_${delivery.eventId}`,
+        eventType: 'pet.created',
+        attempt: 1,
+        attemptedAt: new Date(at).toISOString(),
+        durationMs: 1,
+        error: 'answered status 999, which is not an HTTP status (100-599)',
+      },
+    ],
+    'its attempt reads as the contract allows: an error, no next attempt past any date',
+  );
+  await storage.close();
+  const probe = await probeDatabase(t, databaseUrl, { writable: true });
+  await probe.query(
+    backend === 'sqlite' ? 'PRAGMA user_version = 9' : 'DELETE FROM schema_migrations WHERE version = 10',
+  );
+  storage = await openDatabase(databaseUrl);
+  t.teardown(() => storage.close());
+  t.equal(await storage.deliveries.nextDueAt(caps), 0, 'due now, once migrated');
+  const [again] = await storage.deliveries.claim(10, 60_000, caps);
+  t.equal(again?.attempt, 2, 'its next attempt, within the limit');
 });
