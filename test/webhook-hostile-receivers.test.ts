@@ -264,9 +264,9 @@ t.test('settles of the same endpoints at once, in opposite orders, all record th
     }
   }
   // Rounds of eight settles at once, each of messages to every endpoint, half of them taking the
-  // endpoints in one order, half in the other: the interleaving that deadlocked.
-  const ROUNDS = 10;
-  const PETS_A_ROUND = 10;
+  // endpoints in one order, half in the other (the next test forces the interleaving that deadlocked).
+  const ROUNDS = 5;
+  const PETS_A_ROUND = 20;
   const failures: string[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < PETS_A_ROUND; i++) {
@@ -392,4 +392,67 @@ t.test('a message an older server put past any date is due again once migrated, 
   t.equal(await storage.deliveries.nextDueAt(caps), 0, 'due now, once migrated');
   const [again] = await storage.deliveries.claim(10, 60_000, caps);
   t.equal(again?.attempt, 2, 'its next attempt, within the limit');
+});
+
+t.test('PostgreSQL: two settles taking the same endpoints in opposite orders wait for each other', async (t) => {
+  if (backend !== 'postgres') return;
+  const databaseUrl = await newDatabase(t);
+  const storage = await openDatabase(databaseUrl);
+  t.teardown(() => storage.close());
+  const { id: accountId } = await storage.accounts.createAccount('two');
+  const ids: number[] = [];
+  for (const path of ['a', 'b']) {
+    const made = await storage.webhooks.create(
+      accountId,
+      { url: `http://127.0.0.1:9/${path}`, events: ['pet.created'] },
+      'whsec_AAAA',
+      20,
+    );
+    if (made === 'limit_reached') throw new Error('limit reached');
+    ids.push(made.id);
+  }
+  const [low, high] = ids as [number, number];
+  for (const name of ['one', 'two']) await storage.pets.create({ name, categoryId: 1, status: 'available' });
+  const claimed = await storage.deliveries.claim(10, 60_000, { perEndpoint: 10, perAccount: 10 });
+  const at = Date.now();
+  const outcome = (delivery: (typeof claimed)[number]): AttemptOutcome => ({
+    delivery,
+    attemptedAt: at,
+    durationMs: 1,
+    responseStatus: 500,
+    next: 'dead',
+  });
+  const to = (endpoint: number) => claimed.filter((delivery) => delivery.endpointId === endpoint).map(outcome);
+  const [lowFirst, lowSecond] = to(low);
+  const [highFirst, highSecond] = to(high);
+  if (lowFirst === undefined || lowSecond === undefined || highFirst === undefined || highSecond === undefined) {
+    throw new Error(`claimed ${claimed.length}`);
+  }
+  // Another transaction holds the first endpoint: a settle of [low, high] queues for it first, then
+  // one of [high, low]. Taking the endpoints in the order given, the first would get `low` and wait
+  // for `high`, held by the second, which waits for `low`: a deadlock, which fails one of them.
+  const holder = await probeDatabase(t, databaseUrl, { writable: true });
+  const waiting = async (count: number) =>
+    eventually(`${count} settles waiting for a lock`, async () => {
+      const [row] = await holder.query<{ count: string }>(
+        `SELECT count(*) AS count FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      return Number(row?.count) >= count;
+    });
+  await holder.query('BEGIN');
+  await holder.query(`SELECT id FROM webhook_endpoints WHERE id = ${low} FOR UPDATE`);
+  const ascending = storage.deliveries.settle([lowFirst, highFirst]);
+  await waiting(1);
+  const descending = storage.deliveries.settle([highSecond, lowSecond]);
+  // The second queues behind the first (or, were it to lock `high` first, it would not wait yet).
+  await Promise.race([waiting(2), new Promise((resolve) => setTimeout(resolve, 500))]);
+  await holder.query('COMMIT');
+  const settled = await Promise.allSettled([ascending, descending]);
+  t.same(
+    settled.map((result) => (result.status === 'rejected' ? String(result.reason) : 'settled')),
+    ['settled', 'settled'],
+    'both settled: no deadlock',
+  );
+  t.equal((await storage.webhooks.attempts(accountId, low, 10))?.length, 2);
+  t.equal((await storage.webhooks.attempts(accountId, high, 10))?.length, 2);
 });
