@@ -17,7 +17,7 @@ import { eventually, FAST, start, subscribe, verified, type WithSecret } from '.
 const SETTINGS = {
   ...FAST,
   retrySchedule: [0, 100, 200],
-  timeoutMs: 1500,
+  timeoutMs: 3000,
   endpointConcurrency: 2,
   accountConcurrency: 8,
 };
