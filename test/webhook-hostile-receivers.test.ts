@@ -65,14 +65,25 @@ function hostileAnswers(written: { bytes: number }): Record<string, Hostile> {
   };
 }
 
-/** A receiver answering as `hostile` says, counting requests and how many it held open at once. */
-async function hostileReceiver(t: TapTest, hostile: Hostile, redirectTo?: string) {
+/** Requests held open at once, now and at most. */
+interface Concurrency {
+  open: number;
+  mostOpen: number;
+}
+
+/** A receiver answering as `hostile` says, counting requests and how many it (and `account`) held open at once. */
+async function hostileReceiver(t: TapTest, account: Concurrency, hostile: Hostile, redirectTo?: string) {
   const seen = { requests: [] as string[], open: 0, mostOpen: 0 };
   const { port } = await loopbackServer(t, (request, response) => {
     seen.requests.push(String(request.headers['webhook-id']));
-    seen.open += 1;
-    seen.mostOpen = Math.max(seen.mostOpen, seen.open);
-    response.on('close', () => (seen.open -= 1));
+    for (const count of [seen, account]) {
+      count.open += 1;
+      count.mostOpen = Math.max(count.mostOpen, count.open);
+    }
+    response.on('close', () => {
+      seen.open -= 1;
+      account.open -= 1;
+    });
     request.resume();
     request.on('end', () => {
       if (redirectTo === undefined) hostile(response, seen.requests.length - 1);
@@ -112,11 +123,12 @@ t.test("hostile receivers of one account leave another's deliveries as they are,
   const honestEndpoint = (await subscribe(api, honest.url, ['pet.created'])).json<WithSecret>();
 
   const written = { bytes: 0 };
+  const account: Concurrency = { open: 0, mostOpen: 0 };
   const receivers = new Map<string, Awaited<ReturnType<typeof hostileReceiver>> & { id: number }>();
   const answers = { ...hostileAnswers(written), redirect: () => undefined };
   for (const [name, hostile] of Object.entries(answers)) {
     // The redirect points at the honest receiver: were it followed, the honest one would hear twice.
-    const receiver = await hostileReceiver(t, hostile, name === 'redirect' ? honest.url : undefined);
+    const receiver = await hostileReceiver(t, account, hostile, name === 'redirect' ? honest.url : undefined);
     const made = await subscribe(api, receiver.url, ['pet.created'], hostileKey);
     t.equal(made.statusCode, 201, `${name}: subscribed`);
     receivers.set(name, { ...receiver, id: made.json<WithSecret>().id });
@@ -210,6 +222,10 @@ t.test("hostile receivers of one account leave another's deliveries as they are,
         'a redirect is a failed attempt',
       );
   }
+  t.ok(
+    account.mostOpen <= SETTINGS.accountConcurrency,
+    `at most ${SETTINGS.accountConcurrency} attempts at once to the account's endpoints (${account.mostOpen})`,
+  );
   const endless = receivers.get('endless body')?.seen.requests.length ?? 1;
   t.ok(
     written.bytes / endless < 32 * 1024 * 1024,
