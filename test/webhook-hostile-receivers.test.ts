@@ -32,7 +32,11 @@ function endlessBody(status: number, written: { bytes: number }): Hostile {
   return (response) => {
     response.writeHead(status, { 'content-type': 'text/plain' });
     const more = () => {
-      while (!response.destroyed && response.write(chunk)) written.bytes += chunk.length;
+      let flowing = true;
+      while (!response.destroyed && flowing) {
+        flowing = response.write(chunk);
+        written.bytes += chunk.length;
+      }
       if (!response.destroyed) response.once('drain', more);
     };
     more();
