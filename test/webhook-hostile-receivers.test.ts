@@ -6,7 +6,7 @@ import { RESPONSE_BODY_LIMIT, retryAfterMs } from '../src/events/sender.js';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { AttemptOutcome, Pet } from '../src/storage/types.js';
 import type { TapTest, TestApi } from './helpers/api.js';
-import { newDatabase, openDatabase } from './helpers/backend.js';
+import { backend, newDatabase, openDatabase, probeDatabase } from './helpers/backend.js';
 import { loopbackServer, startReceiver } from './helpers/receiver.js';
 import { eventually, FAST, start, subscribe, verified, type WithSecret } from './helpers/webhooks.js';
 
@@ -17,7 +17,7 @@ import { eventually, FAST, start, subscribe, verified, type WithSecret } from '.
 const SETTINGS = {
   ...FAST,
   retrySchedule: [0, 100, 200],
-  timeoutMs: 1500,
+  timeoutMs: 3000,
   endpointConcurrency: 2,
   accountConcurrency: 8,
 };
@@ -32,7 +32,11 @@ function endlessBody(status: number, written: { bytes: number }): Hostile {
   return (response) => {
     response.writeHead(status, { 'content-type': 'text/plain' });
     const more = () => {
-      while (!response.destroyed && response.write(chunk)) written.bytes += chunk.length;
+      let flowing = true;
+      while (!response.destroyed && flowing) {
+        flowing = response.write(chunk);
+        written.bytes += chunk.length;
+      }
       if (!response.destroyed) response.once('drain', more);
     };
     more();
@@ -65,14 +69,25 @@ function hostileAnswers(written: { bytes: number }): Record<string, Hostile> {
   };
 }
 
-/** A receiver answering as `hostile` says, counting requests and how many it held open at once. */
-async function hostileReceiver(t: TapTest, hostile: Hostile, redirectTo?: string) {
+/** Requests held open at once, now and at most. */
+interface Concurrency {
+  open: number;
+  mostOpen: number;
+}
+
+/** A receiver answering as `hostile` says, counting requests and how many it (and `account`) held open at once. */
+async function hostileReceiver(t: TapTest, account: Concurrency, hostile: Hostile, redirectTo?: string) {
   const seen = { requests: [] as string[], open: 0, mostOpen: 0 };
   const { port } = await loopbackServer(t, (request, response) => {
     seen.requests.push(String(request.headers['webhook-id']));
-    seen.open += 1;
-    seen.mostOpen = Math.max(seen.mostOpen, seen.open);
-    response.on('close', () => (seen.open -= 1));
+    for (const count of [seen, account]) {
+      count.open += 1;
+      count.mostOpen = Math.max(count.mostOpen, count.open);
+    }
+    response.on('close', () => {
+      seen.open -= 1;
+      account.open -= 1;
+    });
     request.resume();
     request.on('end', () => {
       if (redirectTo === undefined) hostile(response, seen.requests.length - 1);
@@ -112,11 +127,12 @@ t.test("hostile receivers of one account leave another's deliveries as they are,
   const honestEndpoint = (await subscribe(api, honest.url, ['pet.created'])).json<WithSecret>();
 
   const written = { bytes: 0 };
+  const account: Concurrency = { open: 0, mostOpen: 0 };
   const receivers = new Map<string, Awaited<ReturnType<typeof hostileReceiver>> & { id: number }>();
   const answers = { ...hostileAnswers(written), redirect: () => undefined };
   for (const [name, hostile] of Object.entries(answers)) {
     // The redirect points at the honest receiver: were it followed, the honest one would hear twice.
-    const receiver = await hostileReceiver(t, hostile, name === 'redirect' ? honest.url : undefined);
+    const receiver = await hostileReceiver(t, account, hostile, name === 'redirect' ? honest.url : undefined);
     const made = await subscribe(api, receiver.url, ['pet.created'], hostileKey);
     t.equal(made.statusCode, 201, `${name}: subscribed`);
     receivers.set(name, { ...receiver, id: made.json<WithSecret>().id });
@@ -210,6 +226,10 @@ t.test("hostile receivers of one account leave another's deliveries as they are,
         'a redirect is a failed attempt',
       );
   }
+  t.ok(
+    account.mostOpen <= SETTINGS.accountConcurrency,
+    `at most ${SETTINGS.accountConcurrency} attempts at once to the account's endpoints (${account.mostOpen})`,
+  );
   const endless = receivers.get('endless body')?.seen.requests.length ?? 1;
   t.ok(
     written.bytes / endless < 32 * 1024 * 1024,
@@ -264,9 +284,9 @@ t.test('settles of the same endpoints at once, in opposite orders, all record th
     }
   }
   // Rounds of eight settles at once, each of messages to every endpoint, half of them taking the
-  // endpoints in one order, half in the other: the interleaving that deadlocked.
-  const ROUNDS = 10;
-  const PETS_A_ROUND = 10;
+  // endpoints in one order, half in the other (the next test forces the interleaving that deadlocked).
+  const ROUNDS = 5;
+  const PETS_A_ROUND = 20;
   const failures: string[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < PETS_A_ROUND; i++) {
@@ -346,4 +366,113 @@ t.test("an outcome that cannot be stored fails its own attempt alone, not the ot
     'then each alone',
   );
   t.equal(errors.length, 1, 'the one that failed is logged, once');
+});
+
+t.test('a message an older server put past any date is due again once migrated, and its log reads', async (t) => {
+  const databaseUrl = await newDatabase(t);
+  let storage = await openDatabase(databaseUrl);
+  const { id: accountId } = await storage.accounts.createAccount('attacked');
+  const endpoint = await storage.webhooks.create(
+    accountId,
+    { url: 'http://127.0.0.1:9/', events: ['pet.created'] },
+    'whsec_AAAA',
+    20,
+  );
+  if (endpoint === 'limit_reached') throw new Error('limit reached');
+  await storage.pets.create({ name: 'rex', categoryId: 1, status: 'available' });
+  const caps = { perEndpoint: 10, perAccount: 10 };
+  const [delivery] = await storage.deliveries.claim(10, 60_000, caps);
+  if (delivery === undefined) throw new Error('nothing claimed');
+  // As a server that took an unbounded Retry-After and a status of 999 recorded them.
+  const at = Date.now();
+  const farOff = 9e18;
+  await storage.deliveries.settle([{ delivery, attemptedAt: at, durationMs: 1, responseStatus: 999, next: farOff }]);
+  t.equal(await storage.deliveries.nextDueAt(caps), farOff, 'never due, as it was');
+  t.same(
+    await storage.webhooks.attempts(accountId, endpoint.id, 10),
+    [
+      {
+        eventId: `evt_${delivery.eventId}`,
+        eventType: 'pet.created',
+        attempt: 1,
+        attemptedAt: new Date(at).toISOString(),
+        durationMs: 1,
+        error: 'answered status 999, which is not an HTTP status (100-599)',
+      },
+    ],
+    'its attempt reads as the contract allows: an error, no next attempt past any date',
+  );
+  await storage.close();
+  const probe = await probeDatabase(t, databaseUrl, { writable: true });
+  await probe.query(
+    backend === 'sqlite' ? 'PRAGMA user_version = 9' : 'DELETE FROM schema_migrations WHERE version = 10',
+  );
+  storage = await openDatabase(databaseUrl);
+  t.teardown(() => storage.close());
+  t.equal(await storage.deliveries.nextDueAt(caps), 0, 'due now, once migrated');
+  const [again] = await storage.deliveries.claim(10, 60_000, caps);
+  t.equal(again?.attempt, 2, 'its next attempt, within the limit');
+});
+
+t.test('PostgreSQL: two settles taking the same endpoints in opposite orders wait for each other', async (t) => {
+  if (backend !== 'postgres') return;
+  const databaseUrl = await newDatabase(t);
+  const storage = await openDatabase(databaseUrl);
+  t.teardown(() => storage.close());
+  const { id: accountId } = await storage.accounts.createAccount('two');
+  const ids: number[] = [];
+  for (const path of ['a', 'b']) {
+    const made = await storage.webhooks.create(
+      accountId,
+      { url: `http://127.0.0.1:9/${path}`, events: ['pet.created'] },
+      'whsec_AAAA',
+      20,
+    );
+    if (made === 'limit_reached') throw new Error('limit reached');
+    ids.push(made.id);
+  }
+  const [low, high] = ids as [number, number];
+  for (const name of ['one', 'two']) await storage.pets.create({ name, categoryId: 1, status: 'available' });
+  const claimed = await storage.deliveries.claim(10, 60_000, { perEndpoint: 10, perAccount: 10 });
+  const at = Date.now();
+  const outcome = (delivery: (typeof claimed)[number]): AttemptOutcome => ({
+    delivery,
+    attemptedAt: at,
+    durationMs: 1,
+    responseStatus: 500,
+    next: 'dead',
+  });
+  const to = (endpoint: number) => claimed.filter((delivery) => delivery.endpointId === endpoint).map(outcome);
+  const [lowFirst, lowSecond] = to(low);
+  const [highFirst, highSecond] = to(high);
+  if (lowFirst === undefined || lowSecond === undefined || highFirst === undefined || highSecond === undefined) {
+    throw new Error(`claimed ${claimed.length}`);
+  }
+  // Another transaction holds the first endpoint: a settle of [low, high] queues for it first, then
+  // one of [high, low]. Taking the endpoints in the order given, the first would get `low` and wait
+  // for `high`, held by the second, which waits for `low`: a deadlock, which fails one of them.
+  const holder = await probeDatabase(t, databaseUrl, { writable: true });
+  const waiting = async (count: number) =>
+    eventually(`${count} settles waiting for a lock`, async () => {
+      const [row] = await holder.query<{ count: string }>(
+        `SELECT count(*) AS count FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      return Number(row?.count) >= count;
+    });
+  await holder.query('BEGIN');
+  await holder.query(`SELECT id FROM webhook_endpoints WHERE id = ${low} FOR UPDATE`);
+  const ascending = storage.deliveries.settle([lowFirst, highFirst]);
+  await waiting(1);
+  const descending = storage.deliveries.settle([highSecond, lowSecond]);
+  // The second queues behind the first (or, were it to lock `high` first, it would not wait yet).
+  await Promise.race([waiting(2), new Promise((resolve) => setTimeout(resolve, 500))]);
+  await holder.query('COMMIT');
+  const settled = await Promise.allSettled([ascending, descending]);
+  t.same(
+    settled.map((result) => (result.status === 'rejected' ? String(result.reason) : 'settled')),
+    ['settled', 'settled'],
+    'both settled: no deadlock',
+  );
+  t.equal((await storage.webhooks.attempts(accountId, low, 10))?.length, 2);
+  t.equal((await storage.webhooks.attempts(accountId, high, 10))?.length, 2);
 });

@@ -47,3 +47,13 @@ export function outboxEvent<K extends EventType>(type: K, data: EventData<K>, at
 export function eventIdOf(id: number): string {
   return `evt_${id}`;
 }
+
+/**
+ * Whether a receiver's status is one a delivery records (the contract's 100-599); `notAStatus` is
+ * the attempt's error when it is not.
+ */
+export const isHttpStatus = (status: number | undefined): status is number =>
+  status !== undefined && Number.isInteger(status) && status >= 100 && status <= 599;
+
+export const notAStatus = (status: number | undefined) =>
+  `answered status ${status}, which is not an HTTP status (100-599)`;

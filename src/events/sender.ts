@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import { type AddressGuard, webhookUrl } from './address-guard.js';
+import { isHttpStatus, notAStatus } from '../domain/events.js';
 
 /** A message to POST, signed with each of `secrets` (two while a rotated one's grace lasts). */
 export interface SignedMessage {
@@ -79,10 +80,7 @@ export function retryAfterMs(value: string | undefined, now: number): number | u
 
 /** What a status line says: a status of HTTP's 100-599, or an error (`HTTP/1.1 999` is no status). */
 function answerOf(status: number | undefined, retryAfter: number | undefined): Answer {
-  if (status === undefined || !Number.isInteger(status) || status < 100 || status > 599) {
-    return { error: `answered status ${status}, which is not an HTTP status (100-599)` };
-  }
-  return { status, retryAfterMs: retryAfter };
+  return isHttpStatus(status) ? { status, retryAfterMs: retryAfter } : { error: notAStatus(status) };
 }
 
 /**

@@ -1,4 +1,11 @@
-import { eventIdOf, type EventType, type WebhookDelivery, type WebhookEndpoint } from '../domain/events.js';
+import {
+  eventIdOf,
+  type EventType,
+  isHttpStatus,
+  notAStatus,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from '../domain/events.js';
 import type { ClaimedDelivery } from './types.js';
 
 /** A webhook endpoint's row, as both backends select it (times in Unix milliseconds). */
@@ -61,12 +68,9 @@ export function attemptOf(row: AttemptRow): WebhookDelivery {
   };
   // Rows recorded before statuses and retries were bounded (the sender's) are read as the contract
   // allows: a status outside HTTP's range is an error, a next attempt past any date none.
-  const status = row.responseStatus;
-  if (status !== null && status >= 100 && status <= 599) attempt.responseStatus = status;
-  const error =
-    status === null || attempt.responseStatus !== undefined
-      ? row.error
-      : `answered status ${status}, which is not an HTTP status (100-599)`;
+  const status = row.responseStatus ?? undefined;
+  if (isHttpStatus(status)) attempt.responseStatus = status;
+  const error = status === undefined || isHttpStatus(status) ? row.error : notAStatus(status);
   if (error !== null) attempt.error = error;
   if (row.nextAttemptAt !== null && Number.isFinite(new Date(row.nextAttemptAt).getTime())) {
     attempt.nextAttemptAt = iso(row.nextAttemptAt);
