@@ -8,7 +8,7 @@ import { type ListenFailed, listenerOn } from './listen.js';
 import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
-import { firstRow } from './queries.js';
+import { firstRow, waitingForClient } from './queries.js';
 import { giveUpAfter } from './read-timeout.js';
 import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
 
@@ -32,16 +32,6 @@ export interface PostgresOptions {
 // bigint columns hold ids and categoryIds up to 2^53 - 1: exact as numbers, as the contract has them.
 const types = new pg.TypeOverrides();
 types.setTypeParser(pg.types.builtins.INT8, Number);
-
-/**
- * Checkouts that no client can take now. node-postgres queues every checkout made while a client
- * is idle and hands it that client on the next tick, so its `waitingCount` counts them too: a
- * scrape reads 2 on an idle pool, the webhook backlog gauges' own queries, started in the same
- * tick. Only what is queued beyond the idle clients and the room left to connect more waits.
- */
-function waitingForClient(pool: pg.Pool, max: number): number {
-  return Math.max(0, pool.waitingCount - pool.idleCount - (max - pool.totalCount));
-}
 
 /** Connects, applies pending migrations, and returns the storage on a pool of connections. */
 export async function openPostgres(options: PostgresOptions): Promise<Storage> {
@@ -100,6 +90,6 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
       keys.stop();
       if (!pool.ended) await pool.end();
     },
-    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: waitingForClient(pool, options.poolSize) }),
+    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: waitingForClient(pool) }),
   };
 }

@@ -76,3 +76,15 @@ export async function transaction<T>(pool: Pool, work: (client: PoolClient) => P
     throw failed.inWork ? error : unavailableOr(error);
   }
 }
+
+/**
+ * Checkouts that no client can take now: what the pool gauge shows and what holds the delivery
+ * worker back. node-postgres queues every checkout made while a client
+ * is idle and hands it that client on the next tick, so its `waitingCount` counts them too: a
+ * scrape reads 2 on an idle pool, the webhook backlog gauges' own queries, started in the same
+ * tick. Only what is queued beyond the idle clients and the room left to connect more waits.
+ */
+export function waitingForClient(pool: Pool): number {
+  const room = pool.options.max - pool.totalCount;
+  return Math.max(0, pool.waitingCount - pool.idleCount - room);
+}

@@ -14,7 +14,7 @@ import {
   FAN_OUT_BATCH,
   inFlight,
 } from '../webhook-rows.js';
-import { firstRow, onlyRow, rows, transaction } from './queries.js';
+import { firstRow, onlyRow, rows, transaction, waitingForClient } from './queries.js';
 import type { Listen } from './listen.js';
 import { afterCommit } from './transaction.js';
 
@@ -406,7 +406,7 @@ export function deliveryQueue(pool: Pool, listen: Listen, outbox: Outbox, now: (
           });
         }
       }),
-    saturated: async () => pool.waitingCount > 0,
+    saturated: async () => waitingForClient(pool) > 0,
     release: async (ids) => {
       await rows(pool, {
         text: `UPDATE webhook_deliveries SET lease_until = NULL, attempts = attempts - 1
