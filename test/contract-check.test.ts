@@ -3,11 +3,13 @@ import { join } from 'node:path';
 import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
 import { checkBreaking, describePointer, newestRelease } from '../scripts/contract-check/breaking.js';
+import { checkChangelog, renderChangelog } from '../scripts/contract-check/changelog.js';
 import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
 import { checkErrorCodes } from '../scripts/contract-check/error-codes.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { checkLint } from '../scripts/contract-check/lint.js';
+import { checkRelease } from '../scripts/contract-check/release.js';
 import { checkResponses, loadUnreachedResponses, RESPONSES_NOT_CHECKED } from '../scripts/contract-check/responses.js';
 import { contractCheck } from '../scripts/contract-check/index.js';
 import { checkServed } from '../scripts/contract-check/served.js';
@@ -61,7 +63,7 @@ t.test('contract:check passes an untouched copy and names each drift with its fi
   );
   t.match(
     clean.map(({ check }) => check).join(', '),
-    /^valid, handlers, lint, generated, breaking, [a-z, ]*served$/,
+    /^valid, handlers, lint, generated, breaking, release, [a-z, ]*served$/,
     'every check ran',
   );
 
@@ -100,7 +102,13 @@ t.test('contract:check passes an untouched copy and names each drift with its fi
     /clients\/typescript\/src\/generated\/openapi\.ts is not what openapi\.yaml generates/,
     'nor the client',
   );
-  t.equal(stale.match(/^contract:check: /gm)?.length, 2, 'an optional request field is not a breaking change');
+  t.match(
+    stale,
+    /openapi\.yaml names version \d+\.\d+\.\d+, released as contracts\/v[\d.]+\.yaml, but is not that release/,
+  );
+  t.notMatch(stale, /breaking change/, 'an optional request field is not a breaking change');
+  // generated/ and the client's, and the release it is not.
+  t.equal(stale.match(/^contract:check: /gm)?.length, 3, 'and nothing else');
 });
 
 /** Adds an operation the contract does not have, without a handler. */
@@ -174,6 +182,58 @@ t.test('additive changes are not breaking; a new major version has no release to
     document.deleteIn(['paths', '/pets/{petId}']);
   });
   t.same(await checkBreaking(root, nextMajor), []);
+});
+
+t.test('release: a contract naming a released version is that release; changes carry the next version', async (t) => {
+  const root = copyContract(t);
+  const released = committed.document.info.version;
+  const [major, minor, patch] = released.split('.').map(Number) as [number, number, number];
+  const version = (text: string) => (document: Document) => document.setIn(['info', 'version'], text);
+  t.same(await checkRelease(root, committed), [], `openapi.yaml is contracts/v${released}.yaml`);
+  t.same(await checkChangelog(root), [], 'and the changelog has nothing unreleased');
+
+  const nickname = (document: Document) =>
+    document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], { type: 'string' });
+  t.match(
+    report(await checkRelease(root, await plant(root, nickname))),
+    `contract:check: openapi.yaml names version ${released}, released as contracts/v${released}.yaml, but is not that release (openapi.yaml at /components/schemas/NewPet/properties/nickname)\n  fix: changes after a release carry the next version`,
+    'an operation or field added under the released version fails, naming the first difference',
+  );
+  const nextPatch = `${major}.${minor}.${patch + 1}`;
+  const nextMinor = `${major}.${minor + 1}.0`;
+  t.match(
+    report(await checkRelease(root, await plant(root, version(nextPatch)))),
+    `openapi.yaml names version ${nextPatch}, a patch step from v${released}, but its changes need a minor step (openapi.yaml info.version)\n  fix: set info.version to ${nextMinor}`,
+    'an addition is a minor step',
+  );
+  t.match(
+    report(await checkRelease(root, await plant(root, version(`${major}.${minor + 2}.0`)))),
+    `which does not follow the newest release below it, v${released} (openapi.yaml info.version)\n  fix: set info.version to one of ${nextPatch}, ${nextMinor}, ${major + 1}.0.0`,
+    'a version skipped fails',
+  );
+  const next = await plant(root, version(nextMinor));
+  t.same(await checkRelease(root, next), [], 'the next minor version passes');
+  t.match(
+    report(await checkChangelog(root)),
+    /contracts\/CHANGELOG\.md is not what the released contracts make.*\n {2}run: npm run changelog/,
+    'until the changelog lists the change',
+  );
+  const { text } = await renderChangelog(root);
+  t.match(
+    text,
+    `## Unreleased: v${nextMinor}, against v${released}\n\nIn openapi.yaml, not released yet: \`contracts/v${nextMinor}.yaml\` is written when it ships.\n\n0 major, 1 minor, 1 patch.\n\n- **minor** \`POST /pets requestBody/content/application/json/schema/properties/nickname\`: added\n`,
+    'under an Unreleased heading, above the releases',
+  );
+  t.ok(text.indexOf('## Unreleased') < text.indexOf(`## v${released}, against`));
+  writeFileSync(join(root, 'contracts', 'CHANGELOG.md'), text);
+  t.same(await checkChangelog(root), [], 'written by npm run changelog, it passes');
+
+  const reworded = await plant(root, (document) => {
+    document.deleteIn(['components', 'schemas', 'NewPet', 'properties', 'nickname']);
+    document.setIn(['info', 'summary'], 'Animals, listed.');
+    version(nextPatch)(document);
+  });
+  t.same(await checkRelease(root, reworded), [], 'words changed alone are a patch step');
 });
 
 t.test('lint: the committed ruleset fails a contract that breaks it', async (t) => {

@@ -5,7 +5,7 @@ import { type Contract, loadContract } from '../../src/contract/document.js';
 import { type Drift, files } from './drift.js';
 import { operationObject, parseReport, redocly } from './tools.js';
 
-type Version = [major: number, minor: number, patch: number];
+export type Version = [major: number, minor: number, patch: number];
 
 export interface Release {
   version: Version;

@@ -11,6 +11,7 @@ import { checkEvents } from './events.js';
 import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
 import { checkDeprecations, checkEventScopes, checkScopes } from './operations.js';
+import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 
@@ -69,6 +70,7 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
     ...(await Promise.all([
       ...independent,
       attempt('breaking', () => checkBreaking(root, contract)),
+      attempt('release', () => checkRelease(root, contract)),
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
       attempt('errors', () => checkErrorCodes(contract)),

@@ -1,43 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
 import { buildApp } from '../../src/app.js';
 import type { Contract } from '../../src/contract/document.js';
 import { DEFAULT_OVERLOAD } from '../../src/plugins/overload.js';
 import { openSqlite } from '../../src/storage/sqlite/index.js';
 import { type Drift, files } from './drift.js';
+import { firstMismatch } from './tools.js';
 
 /** The public URL the app is built with: what the served servers[0] names. */
 const INSTANCE_URL = 'http://contract-check.invalid';
 const FIX = {
   edit: `serve ${files.contract} as committed, with only this instance added first to servers (src/plugins/docs.ts)`,
 };
-
-/** The JSON pointer of the first place two JSON values differ, or undefined when they are equal. */
-export function firstMismatch(a: unknown, b: unknown, pointer = ''): string | undefined {
-  if (isDeepStrictEqual(a, b)) return undefined;
-  if (
-    typeof a !== 'object' ||
-    typeof b !== 'object' ||
-    a === null ||
-    b === null ||
-    Array.isArray(a) !== Array.isArray(b)
-  ) {
-    return pointer || '/';
-  }
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  for (const key of new Set([...Object.keys(left), ...Object.keys(right)])) {
-    const mismatch = firstMismatch(
-      left[key],
-      right[key],
-      `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`,
-    );
-    if (mismatch !== undefined) return mismatch;
-  }
-  return pointer || '/';
-}
 
 const representations = [
   { name: 'openapi.json', parse: (text: string): unknown => JSON.parse(text) },
