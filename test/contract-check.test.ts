@@ -13,6 +13,7 @@ import { checkRelease } from '../scripts/contract-check/release.js';
 import { checkResponses, loadUnreachedResponses, RESPONSES_NOT_CHECKED } from '../scripts/contract-check/responses.js';
 import { contractCheck } from '../scripts/contract-check/index.js';
 import { checkServed } from '../scripts/contract-check/served.js';
+import { checkVersionChanges } from '../scripts/contract-check/versions.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
@@ -234,6 +235,55 @@ t.test('release: a contract naming a released version is that release; changes c
     version(nextPatch)(document);
   });
   t.same(await checkRelease(root, reworded), [], 'words changed alone are a patch step');
+});
+
+t.test('versions: every breaking difference between major versions is covered by a version change', async (t) => {
+  const root = copyContract(t);
+  t.same(await checkVersionChanges(root), [], 'the committed versions and their changes agree with the contracts');
+  const v1 = { major: 1, changes: [] };
+  // A v2 that removes getPet and opens listPets to anyone, against the newest v1 release.
+  const v2 = await plant(root, (document) => {
+    document.setIn(['info', 'version'], '2.0.0');
+    document.deleteIn(['paths', '/pets/{petId}', 'get']);
+    document.setIn(['paths', '/pets', 'get', 'security'], document.createNode([]));
+  });
+  t.same(await checkRelease(root, v2), [], 'a breaking change is a major step');
+  t.match(
+    report(await checkVersionChanges(root, [v1])),
+    'contract:check: openapi.yaml is version 2, but src/versions/index.ts declares versions 1 (src/versions/index.ts)',
+    'a new major version is declared with its changes',
+  );
+  const uncovered = report(await checkVersionChanges(root, [v1, { major: 2, changes: [] }]));
+  t.match(
+    uncovered,
+    `contract:check: v1 (contracts/${newest}.yaml) → v2 (openapi.yaml): Operation \`GET /pets/{petId}\` was removed. [operation-removed] is covered by no version change (GET /pets/{petId}, contracts/${newest}.yaml:`,
+    'a breaking difference no change covers fails, naming it',
+  );
+  t.match(uncovered, /authentication changed from apiKey to none is covered by no version change \(GET \/pets\)/);
+  t.match(uncovered, /fix: declare a version change that covers it \(src\/versions\/changes\//);
+
+  const removeGetPet = {
+    description: 'getPet is removed: a pet is read with listPets (`GET /pets?id=`), as v1 said since its deprecation.',
+    covers: [{ at: 'GET /pets/{petId}', rule: 'operation-removed' }],
+  };
+  const partly = report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet] }]));
+  t.notMatch(partly, /GET \/pets\/\{petId\}/, 'a declared change covers its difference');
+  t.match(partly, /authentication changed from apiKey to none is covered by no version change/, 'and no other');
+  t.equal(partly.match(/^contract:check: /gm)?.length, 1);
+
+  const stray = { description: 'Orders need a note.', covers: [{ at: 'POST /store/orders' }] };
+  t.match(
+    report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet, stray] }])),
+    /the version change "Orders need a note" covers POST \/store\/orders, which does not differ \(src\/versions\/index\.ts\)/,
+    'a change that covers no difference fails too',
+  );
+
+  const { text } = await renderChangelog(root, [v1, { major: 2, changes: [removeGetPet] }]);
+  t.match(
+    text,
+    `## Unreleased: v2.0.0, against ${newest}\n\nIn openapi.yaml, not released yet: \`contracts/v2.0.0.yaml\` is written when it ships.\n\nIts version changes (v1 is still served, answered through them: docs/versions.md):\n\n- ${removeGetPet.description}\n`,
+    "the changelog lists the new major version's changes in their own words",
+  );
 });
 
 t.test('lint: the committed ruleset fails a contract that breaks it', async (t) => {

@@ -1,10 +1,23 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describePointer, ratedChanges, type RatedChange, type Release, releases } from './breaking.js';
+import type { ApiVersion } from '../../src/versions/change.js';
+import { API_VERSIONS } from '../../src/versions/index.js';
+import { describePointer, ratedChanges, type RatedChange, type Release, releases, type Version } from './breaking.js';
 import { type Drift, files } from './drift.js';
 import { releaseFile, unreleasedChanges, versionTag } from './release.js';
 
 const tag = ({ version }: Release) => versionTag(version);
+
+/**
+ * What a new major version's section says first: the version changes that lead to it, in their own
+ * words, since the older version is still served through them.
+ */
+function versionChangesNote([major, minor, patch]: Version, versions: readonly ApiVersion[]): string {
+  const changes = minor === 0 && patch === 0 ? versions.find((version) => version.major === major)?.changes : undefined;
+  if (changes === undefined || changes.length === 0) return '';
+  const listed = changes.map(({ description }) => `- ${description}`).join('\n');
+  return `Its version changes (v${major - 1} is still served, answered through them: docs/versions.md):\n\n${listed}\n\n`;
+}
 
 /** A section: how many changes of each impact, then each, major first. */
 function section(heading: string, rated: RatedChange[], note = ''): string {
@@ -26,7 +39,10 @@ const IMPACTS = ['major', 'minor', 'patch'] as const;
  * before, rated by `redocly diff` (major first). `npm run changelog` writes it; contract:check
  * fails when the committed file differs.
  */
-export async function renderChangelog(root: string): Promise<{ text: string; changes: [Release, RatedChange[]][] }> {
+export async function renderChangelog(
+  root: string,
+  versions: readonly ApiVersion[] = API_VERSIONS,
+): Promise<{ text: string; changes: [Release, RatedChange[]][] }> {
   const all = releases(root);
   const sections: string[] = [];
   const changes: [Release, RatedChange[]][] = [];
@@ -35,12 +51,13 @@ export async function renderChangelog(root: string): Promise<{ text: string; cha
     const before = all[index - 1] as Release;
     const rated = await ratedChanges(root, before.file, release.file, tag(before));
     changes.push([release, rated]);
-    sections.push(section(`${tag(release)}, against ${tag(before)}`, rated));
+    const note = versionChangesNote(release.version, versions);
+    sections.push(section(`${tag(release)}, against ${tag(before)}`, rated, note));
   }
   const unreleased = await unreleasedChanges(root);
   if (unreleased?.before !== undefined) {
     const next = versionTag(unreleased.version);
-    const note = `In ${files.contract}, not released yet: \`${releaseFile(unreleased.version)}\` is written when it ships.\n\n`;
+    const note = `In ${files.contract}, not released yet: \`${releaseFile(unreleased.version)}\` is written when it ships.\n\n${versionChangesNote(unreleased.version, versions)}`;
     sections.unshift(section(`Unreleased: ${next}, against ${tag(unreleased.before)}`, unreleased.changes, note));
   }
   const first = all[0];

@@ -14,6 +14,7 @@ import { checkDeprecations, checkEventScopes, checkScopes } from './operations.j
 import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
+import { checkVersionChanges } from './versions.js';
 
 export interface CheckOptions {
   /** The file test/helpers/contract.ts logged the seen responses to; undefined skips that check. */
@@ -71,6 +72,7 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
       ...independent,
       attempt('breaking', () => checkBreaking(root, contract)),
       attempt('release', () => checkRelease(root, contract)),
+      attempt('versions', () => checkVersionChanges(root)),
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
       attempt('errors', () => checkErrorCodes(contract)),
