@@ -1,12 +1,15 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseDocument } from 'yaml';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { ResponseConformance } from '../src/contract/response-conformance.js';
+import { API_VERSIONS } from '../src/versions/index.js';
+import { servedContracts } from '../src/versions/served.js';
 import { newestRelease } from '../scripts/contract-check/breaking.js';
 import { startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
+import { contract } from './helpers/contract.js';
 
 // One app serving two versions side by side, each from its own contract (src/app.ts,
 // olderContracts): v1 from its newest release in contracts/, and a v2 made here from openapi.yaml
@@ -17,14 +20,19 @@ const released = newestRelease(projectRoot, 1);
 if (released === undefined) throw new Error('no v1 release in contracts/');
 const v1 = await loadContract(join(projectRoot, released.file));
 
-/** openapi.yaml as version 2.0.0 under /v2, in a temporary folder. */
-async function v2Contract(t: TapTest): Promise<Contract> {
+/** openapi.yaml's text as version 2.0.0 under /v2. */
+function v2Text(): string {
   const document = parseDocument(readFileSync(join(projectRoot, 'openapi.yaml'), 'utf8'));
   document.setIn(['info', 'version'], '2.0.0');
   const { servers } = document.toJS() as { servers: { url: string }[] };
   servers.forEach(({ url }, index) => document.setIn(['servers', index, 'url'], url.replace(/\/v1$/, '/v2')));
+  return document.toString();
+}
+
+/** That v2, loaded from a temporary folder. */
+async function v2Contract(t: TapTest): Promise<Contract> {
   const file = join(temporaryDirectory(t), 'openapi.yaml');
-  writeFileSync(file, document.toString());
+  writeFileSync(file, v2Text());
   return loadContract(file);
 }
 
@@ -93,4 +101,39 @@ t.test('two versions may not share a base path', async (t) => {
     startApi(t, { versions: { contract: v1, olderContracts: [v1] } }),
     /two versions share a base path: \/v1, \/v1/,
   );
+});
+
+t.test('the server serves openapi.yaml and, beside it, the release of each older version declared', async (t) => {
+  const project = await servedContracts();
+  t.equal(project.contract.document.info.version, contract.document.info.version, 'today openapi.yaml');
+  t.same(
+    project.olderContracts.map(({ basePath }) => basePath),
+    API_VERSIONS.slice(0, -1)
+      .map(({ major }) => `/v${major}`)
+      .reverse(),
+    'and an older version for each one declared before it',
+  );
+
+  // A project whose openapi.yaml is v2: v1 is served from its newest release, as it was promised.
+  const root = temporaryDirectory(t);
+  mkdirSync(join(root, 'contracts'));
+  copyFileSync(join(projectRoot, released.file), join(root, released.file));
+  writeFileSync(join(root, 'openapi.yaml'), v2Text());
+  const v1AndV2 = [
+    { major: 1, changes: [] },
+    { major: 2, changes: [] },
+  ];
+  const both = await servedContracts(root, v1AndV2);
+  t.equal(both.contract.basePath, '/v2');
+  t.same(
+    both.olderContracts.map(({ basePath, document }) => [basePath, document.info.version]),
+    [['/v1', released.version.join('.')]],
+  );
+  await t.rejects(
+    servedContracts(root, [{ major: 1, changes: [] }]),
+    /openapi\.yaml is version 2\.0\.0, but src\/versions\/index\.ts declares versions 1/,
+    'a version the registry does not declare is not served',
+  );
+  rmSync(join(root, released.file));
+  await t.rejects(servedContracts(root, v1AndV2), /version 1 is declared but has no release in contracts\//);
 });

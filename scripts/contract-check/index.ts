@@ -15,6 +15,7 @@ import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 import { checkVersionChanges } from './versions.js';
+import { servedContracts } from '../../src/versions/served.js';
 
 export interface CheckOptions {
   /** The file test/helpers/contract.ts logged the seen responses to; undefined skips that check. */
@@ -79,7 +80,9 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
       attempt('event scopes', () => checkEventScopes(contract)),
       attempt('events', () => checkEvents(root, contract)),
       attempt('changelog', () => checkChangelog(root)),
-      ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),
+      ...(servable
+        ? [attempt('served', async () => checkServed(root, contract, (await servedContracts(root)).olderContracts))]
+        : []),
       ...(responseLog === undefined ? [] : [attempt('responses', () => responsesCheck(root, contract, responseLog))]),
     ])),
   ];
