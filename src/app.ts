@@ -10,7 +10,12 @@ import Fastify, {
 } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Redis } from 'ioredis';
-import { type Contract, eventsWithoutScope, incompleteDeprecations } from './contract/document.js';
+import {
+  type Contract,
+  type ContractOperation,
+  eventsWithoutScope,
+  incompleteDeprecations,
+} from './contract/document.js';
 import { serviceHandlers } from './handlers/index.js';
 import { bearerAuth, requireScopes } from './plugins/auth.js';
 import { PathTable } from './contract/path-table.js';
@@ -48,7 +53,13 @@ import type { Tracing } from './tracing/opentelemetry.js';
 export const BODY_LIMIT = 16 * 1024;
 
 export interface AppOptions {
+  /** The newest version's contract (openapi.yaml): what the handlers are written against. */
   contract: Contract;
+  /**
+   * Older versions served beside it, each under its own base path from its own contract (the newest
+   * release of its major version; docs/versions.md). None by default.
+   */
+  olderContracts?: readonly Contract[];
   storage: Storage;
   /** How long a request may take to arrive, and how many connections are served at once. */
   connections?: ConnectionLimits;
@@ -154,6 +165,7 @@ const contractValidatorFactory = (() => compileValidator) as unknown as Validato
 
 export async function buildApp({
   contract,
+  olderContracts = [],
   storage,
   logger = false,
   publicUrl,
@@ -169,14 +181,22 @@ export async function buildApp({
   webhooks = DEFAULT_WEBHOOKS,
   tracing,
 }: AppOptions): Promise<FastifyInstance> {
-  const [unfit] = [...incompleteDeprecations(contract.operations), ...eventsWithoutScope(contract.dereferenced)];
+  // Every version served, newest first; each operation is its version's, however its operationId is shared.
+  const served = [contract, ...olderContracts];
+  const basePaths = served.map(({ basePath }) => basePath);
+  if (new Set(basePaths).size !== basePaths.length)
+    throw new Error(`two versions share a base path: ${basePaths.join(', ')}`);
+  const [unfit] = served.flatMap((version) => [
+    ...incompleteDeprecations(version.operations),
+    ...eventsWithoutScope(version.dereferenced),
+  ]);
   if (unfit !== undefined) throw new Error(unfit);
-  const paths = new PathTable(contract.basePath, contract.operations);
+  const paths = new PathTable(served);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
-  const operationHooks = new Map<string, RequestHook[]>();
+  const operationHooks = new Map<ContractOperation, RequestHook[]>();
   const hooksFor = (request: FastifyRequest) => {
     const operation = paths.match(request.url)?.operations.get(request.method);
-    const hooks = operation === undefined ? [] : (operationHooks.get(operation.operationId) ?? []);
+    const hooks = operation === undefined ? [] : (operationHooks.get(operation) ?? []);
     return [standardHeaders, apiHeaders, ...hooks];
   };
   const httpMetrics = metrics && observeHttp(metrics);
@@ -226,13 +246,15 @@ export async function buildApp({
   httpMetrics?.register(app);
   // Shedding comes before fastify sees the request: a shed must cost as little as possible.
   const deprecations = new Map(
-    contract.operations.flatMap((operation) => {
-      const headers = deprecationHeaders(operation, contract.operations, contract.basePath);
-      return headers === undefined ? [] : [[operation.operationId, headers] as const];
-    }),
+    served.flatMap((version) =>
+      version.operations.flatMap((operation) => {
+        const headers = deprecationHeaders(operation, version.operations, version.basePath);
+        return headers === undefined ? [] : [[operation, headers] as const];
+      }),
+    ),
   );
   const deprecationPairs = new Map(
-    [...deprecations].map(([operationId, headers]) => [operationId, Object.entries(headers).flat()]),
+    [...deprecations].map(([operation, headers]) => [operation, Object.entries(headers).flat()]),
   );
   await app.register(overload, {
     settings: overloadSettings,
@@ -242,7 +264,7 @@ export async function buildApp({
     // Every answer of a deprecated operation says so, a shed one too.
     headersFor: (request) => {
       const operation = paths.match(request.url ?? '')?.operations.get(request.method ?? '');
-      return (operation && deprecationPairs.get(operation.operationId)) ?? [];
+      return (operation && deprecationPairs.get(operation)) ?? [];
     },
   });
   await app.register(framing);
@@ -252,9 +274,8 @@ export async function buildApp({
 
   const overloaded = overloadedError(overloadSettings);
   await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
-  await app.register(docs, { contract, publicUrl });
+  await app.register(docs, { contracts: served, publicUrl });
 
-  const handlers = serviceHandlers(storage, contract, webhooks);
   const dispatcher = new Dispatcher(
     storage.deliveries,
     webhooks,
@@ -272,24 +293,28 @@ export async function buildApp({
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
-  const operations = new Map(contract.operations.map((operation) => [operation.operationId, operation]));
-  const [mockFor, responseCheck] = development
-    ? await Promise.all([
-        import('./dev/mock.js').then(({ contractMocks }) => contractMocks(contract)),
-        import('./dev/response-check.js').then(({ checkResponses }) => checkResponses(contract)),
-      ])
-    : [];
 
   // The glue validates the contract again; with the build's compiled meta-schema that is cheap.
   await usePrecompiledMetaSchema();
-  await app.register(async (api) => {
+  // Each version's routes, validation, scopes and deprecation from its own contract.
+  for (const version of served) await app.register(async (api) => serveVersion(api, version));
+
+  async function serveVersion(api: FastifyInstance, version: Contract): Promise<void> {
+    const handlers = serviceHandlers(storage, version, webhooks);
+    const operations = new Map(version.operations.map((operation) => [operation.operationId, operation]));
+    const [mockFor, responseCheck] = development
+      ? await Promise.all([
+          import('./dev/mock.js').then(({ contractMocks }) => contractMocks(version)),
+          import('./dev/response-check.js').then(({ checkResponses }) => checkResponses(version)),
+        ])
+      : [];
     api.addHook('onRequest', apiHeaders);
     api.addHook('onRoute', keyJsonSchemasByBody);
     api.addHook('onRoute', validateEveryQueryString);
     if (responseCheck !== undefined) api.addHook('onSend', responseCheck);
     await api.register(openapiGlue, {
-      specification: contract.dereferenced,
-      prefix: contract.basePath,
+      specification: version.dereferenced,
+      prefix: version.basePath,
       // Security comes from the contract but runs as onRequest, before the body is parsed:
       // the glue's own securityHandlers would run as a preHandler, after validation.
       operationResolver: (operationId: string): RouteOptions => {
@@ -303,24 +328,24 @@ export async function buildApp({
         const handler = written ?? mockFor?.(operation);
         const onRequest: RequestHook[] = [];
         if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
-        const deprecation = deprecations.get(operationId);
+        const deprecation = deprecations.get(operation);
         if (deprecation !== undefined) onRequest.push(markDeprecated(deprecation));
         // Per operation, after the deprecation headers, which every answer of a deprecated one carries.
         onRequest.push(refuseUnimplementedTransferCoding);
         if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
         if (operation.scopes.length > 0) onRequest.push(requireScopes(operation.scopes, refuse));
-        operationHooks.set(operationId, onRequest);
+        operationHooks.set(operation, onRequest);
         const preParsing =
           operation.requestMediaType === undefined
             ? [refuseAnyBody]
             : [refuseUnreadableBody(operation.requestMediaType), continueBeforeBody];
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
-        const config = tracing?.routeConfig(operation, contract.basePath);
+        const config = tracing?.routeConfig(operation, version.basePath);
         return { handler, onRequest, preParsing, ...(config && { config }) } as unknown as RouteOptions;
       },
     });
-  });
+  }
 
   return app;
 }

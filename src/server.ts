@@ -3,7 +3,7 @@ import pino from 'pino';
 import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config/environment.js';
-import { loadContract } from './contract/document.js';
+import { servedContracts } from './versions/served.js';
 import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
 import { Metrics } from './metrics/registry.js';
 import { type MetricsServer, startMetricsServer } from './metrics/server.js';
@@ -77,7 +77,8 @@ function logLines(): { write: (line: string) => void; flushSync: () => void } {
  */
 async function main(): Promise<void> {
   const config = loadConfig();
-  const contract = await loadContract();
+  // openapi.yaml, and the release of each older version served beside it (docs/versions.md).
+  const { contract, olderContracts } = await servedContracts();
   const https = config.tls && readTls(config.tls);
   const tracing = tracingConfigured() ? (await import('./tracing/opentelemetry.js')).startTracing() : undefined;
   // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
@@ -94,6 +95,7 @@ async function main(): Promise<void> {
   const metrics = config.metrics && new Metrics();
   const app = await buildApp({
     contract,
+    olderContracts,
     storage: metrics === undefined ? traced : instrumentStorage(traced, metrics),
     metrics,
     logger: {

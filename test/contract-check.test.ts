@@ -3,14 +3,17 @@ import { join } from 'node:path';
 import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
 import { checkBreaking, describePointer, newestRelease } from '../scripts/contract-check/breaking.js';
+import { checkChangelog, renderChangelog } from '../scripts/contract-check/changelog.js';
 import { type Drift, formatDrift } from '../scripts/contract-check/drift.js';
 import { checkErrorCodes } from '../scripts/contract-check/error-codes.js';
 import { firstDifference } from '../scripts/contract-check/generated.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { checkLint } from '../scripts/contract-check/lint.js';
+import { checkRelease } from '../scripts/contract-check/release.js';
 import { checkResponses, loadUnreachedResponses, RESPONSES_NOT_CHECKED } from '../scripts/contract-check/responses.js';
 import { contractCheck } from '../scripts/contract-check/index.js';
 import { checkServed } from '../scripts/contract-check/served.js';
+import { checkVersionChanges } from '../scripts/contract-check/versions.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
@@ -61,7 +64,7 @@ t.test('contract:check passes an untouched copy and names each drift with its fi
   );
   t.match(
     clean.map(({ check }) => check).join(', '),
-    /^valid, handlers, lint, generated, breaking, [a-z, ]*served$/,
+    /^valid, handlers, lint, generated, breaking, release, [a-z, ]*served$/,
     'every check ran',
   );
 
@@ -100,7 +103,13 @@ t.test('contract:check passes an untouched copy and names each drift with its fi
     /clients\/typescript\/src\/generated\/openapi\.ts is not what openapi\.yaml generates/,
     'nor the client',
   );
-  t.equal(stale.match(/^contract:check: /gm)?.length, 2, 'an optional request field is not a breaking change');
+  t.match(
+    stale,
+    /openapi\.yaml names version \d+\.\d+\.\d+, released as contracts\/v[\d.]+\.yaml, but is not that release/,
+  );
+  t.notMatch(stale, /breaking change/, 'an optional request field is not a breaking change');
+  // generated/ and the client's, and the release it is not.
+  t.equal(stale.match(/^contract:check: /gm)?.length, 3, 'and nothing else');
 });
 
 /** Adds an operation the contract does not have, without a handler. */
@@ -174,6 +183,107 @@ t.test('additive changes are not breaking; a new major version has no release to
     document.deleteIn(['paths', '/pets/{petId}']);
   });
   t.same(await checkBreaking(root, nextMajor), []);
+});
+
+t.test('release: a contract naming a released version is that release; changes carry the next version', async (t) => {
+  const root = copyContract(t);
+  const released = committed.document.info.version;
+  const [major, minor, patch] = released.split('.').map(Number) as [number, number, number];
+  const version = (text: string) => (document: Document) => document.setIn(['info', 'version'], text);
+  t.same(await checkRelease(root, committed), [], `openapi.yaml is contracts/v${released}.yaml`);
+  t.same(await checkChangelog(root), [], 'and the changelog has nothing unreleased');
+
+  const nickname = (document: Document) =>
+    document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], { type: 'string' });
+  t.match(
+    report(await checkRelease(root, await plant(root, nickname))),
+    `contract:check: openapi.yaml names version ${released}, released as contracts/v${released}.yaml, but is not that release (openapi.yaml at /components/schemas/NewPet/properties/nickname)\n  fix: changes after a release carry the next version`,
+    'an operation or field added under the released version fails, naming the first difference',
+  );
+  const nextPatch = `${major}.${minor}.${patch + 1}`;
+  const nextMinor = `${major}.${minor + 1}.0`;
+  t.match(
+    report(await checkRelease(root, await plant(root, version(nextPatch)))),
+    `openapi.yaml names version ${nextPatch}, a patch step from v${released}, but its changes need a minor step (openapi.yaml info.version)\n  fix: set info.version to ${nextMinor}`,
+    'an addition is a minor step',
+  );
+  t.match(
+    report(await checkRelease(root, await plant(root, version(`${major}.${minor + 2}.0`)))),
+    `which does not follow the newest release below it, v${released} (openapi.yaml info.version)\n  fix: set info.version to one of ${nextPatch}, ${nextMinor}, ${major + 1}.0.0`,
+    'a version skipped fails',
+  );
+  const next = await plant(root, version(nextMinor));
+  t.same(await checkRelease(root, next), [], 'the next minor version passes');
+  t.match(
+    report(await checkChangelog(root)),
+    /contracts\/CHANGELOG\.md is not what the released contracts make.*\n {2}run: npm run changelog/,
+    'until the changelog lists the change',
+  );
+  const { text } = await renderChangelog(root);
+  t.match(
+    text,
+    `## Unreleased: v${nextMinor}, against v${released}\n\nIn openapi.yaml, not released yet: \`contracts/v${nextMinor}.yaml\` is written when it ships.\n\n0 major, 1 minor, 1 patch.\n\n- **minor** \`POST /pets requestBody/content/application/json/schema/properties/nickname\`: added\n`,
+    'under an Unreleased heading, above the releases',
+  );
+  t.ok(text.indexOf('## Unreleased') < text.indexOf(`## v${released}, against`));
+  writeFileSync(join(root, 'contracts', 'CHANGELOG.md'), text);
+  t.same(await checkChangelog(root), [], 'written by npm run changelog, it passes');
+
+  const reworded = await plant(root, (document) => {
+    document.deleteIn(['components', 'schemas', 'NewPet', 'properties', 'nickname']);
+    document.setIn(['info', 'summary'], 'Animals, listed.');
+    version(nextPatch)(document);
+  });
+  t.same(await checkRelease(root, reworded), [], 'words changed alone are a patch step');
+});
+
+t.test('versions: every breaking difference between major versions is covered by a version change', async (t) => {
+  const root = copyContract(t);
+  t.same(await checkVersionChanges(root), [], 'the committed versions and their changes agree with the contracts');
+  const v1 = { major: 1, changes: [] };
+  // A v2 that removes getPet and opens listPets to anyone, against the newest v1 release.
+  const v2 = await plant(root, (document) => {
+    document.setIn(['info', 'version'], '2.0.0');
+    document.deleteIn(['paths', '/pets/{petId}', 'get']);
+    document.setIn(['paths', '/pets', 'get', 'security'], document.createNode([]));
+  });
+  t.same(await checkRelease(root, v2), [], 'a breaking change is a major step');
+  t.match(
+    report(await checkVersionChanges(root, [v1])),
+    'contract:check: openapi.yaml is version 2, but src/versions/index.ts declares versions 1 (src/versions/index.ts)',
+    'a new major version is declared with its changes',
+  );
+  const uncovered = report(await checkVersionChanges(root, [v1, { major: 2, changes: [] }]));
+  t.match(
+    uncovered,
+    `contract:check: v1 (contracts/${newest}.yaml) → v2 (openapi.yaml): Operation \`GET /pets/{petId}\` was removed. [operation-removed] is covered by no version change (GET /pets/{petId}, contracts/${newest}.yaml:`,
+    'a breaking difference no change covers fails, naming it',
+  );
+  t.match(uncovered, /authentication changed from apiKey to none is covered by no version change \(GET \/pets\)/);
+  t.match(uncovered, /fix: declare a version change that covers it \(src\/versions\/changes\//);
+
+  const removeGetPet = {
+    description: 'getPet is removed: a pet is read with listPets (`GET /pets?id=`), as v1 said since its deprecation.',
+    covers: [{ at: 'GET /pets/{petId}', rule: 'operation-removed' }],
+  };
+  const partly = report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet] }]));
+  t.notMatch(partly, /GET \/pets\/\{petId\}/, 'a declared change covers its difference');
+  t.match(partly, /authentication changed from apiKey to none is covered by no version change/, 'and no other');
+  t.equal(partly.match(/^contract:check: /gm)?.length, 1);
+
+  const stray = { description: 'Orders need a note.', covers: [{ at: 'POST /store/orders' }] };
+  t.match(
+    report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet, stray] }])),
+    /the version change "Orders need a note" covers POST \/store\/orders, which does not differ \(src\/versions\/index\.ts\)/,
+    'a change that covers no difference fails too',
+  );
+
+  const { text } = await renderChangelog(root, [v1, { major: 2, changes: [removeGetPet] }]);
+  t.match(
+    text,
+    `## Unreleased: v2.0.0, against ${newest}\n\nIn openapi.yaml, not released yet: \`contracts/v2.0.0.yaml\` is written when it ships.\n\nIts version changes (v1 is still served, answered through them: docs/versions.md):\n\n- ${removeGetPet.description}\n`,
+    "the changelog lists the new major version's changes in their own words",
+  );
 });
 
 t.test('lint: the committed ruleset fails a contract that breaks it', async (t) => {

@@ -338,6 +338,10 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   const tested = await runIn(copy, process.execPath, [compiledTest], env);
   t.equal(tested.code, 0, `the test of ${operationId} passes`, { output: tested.stdout + tested.stderr });
   phase('tested');
+  // The addition carries the next version (withNewOperation): the changelog lists it as Unreleased.
+  const changelog = await runIn(copy, process.execPath, [join(copy, 'dist', 'scripts', 'changelog.js')], env);
+  t.equal(changelog.code, 0, 'npm run changelog writes the Unreleased section', { output: changelog.stderr });
+  t.match(readFileSync(join(copy, 'contracts', 'CHANGELOG.md'), 'utf8'), `## Unreleased: v`);
   const checked = await runIn(copy, process.execPath, [join(copy, 'dist', 'scripts', 'contract-check.js')], env);
   t.equal(checked.code, 0, 'contract:check passes once a test sees every response', {
     output: checked.stderr,

@@ -1,17 +1,12 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { type Contract, loadContract } from '../../src/contract/document.js';
+import { newestRelease, parseVersion } from '../../src/versions/releases.js';
 import { type Drift, files } from './drift.js';
 import { operationObject, parseReport, redocly } from './tools.js';
 
-type Version = [major: number, minor: number, patch: number];
-
-export interface Release {
-  version: Version;
-  /** Relative to the project root, e.g. `contracts/v1.0.0.yaml`. */
-  file: string;
-}
+export { newestRelease, parseVersion, type Release, releases, type Version } from '../../src/versions/releases.js';
 
 interface DiffReport {
   reportVersion: string;
@@ -33,29 +28,6 @@ const FIX = {
   edit: 'undo the change, or release it as a new major version (docs/contract.md: "Changing the contract")',
 };
 const METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
-
-export function parseVersion(text: string): Version | undefined {
-  const match = /^(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  return match === null ? undefined : [Number(match[1]), Number(match[2]), Number(match[3])];
-}
-
-/** Every `contracts/vX.Y.Z.yaml`, oldest first. */
-export function releases(root: string): Release[] {
-  const found = readdirSync(join(root, files.releases)).flatMap((name) => {
-    const version = parseVersion(/^v(.+)\.yaml$/.exec(name)?.[1] ?? '');
-    return version === undefined ? [] : [{ version, file: `${files.releases}/${name}` }];
-  });
-  return found.sort(
-    (a, b) => a.version[0] - b.version[0] || a.version[1] - b.version[1] || a.version[2] - b.version[2],
-  );
-}
-
-/** The newest `contracts/vX.Y.Z.yaml` of this major version, if any was released. */
-export function newestRelease(root: string, major: number): Release | undefined {
-  return releases(root)
-    .filter(({ version }) => version[0] === major)
-    .at(-1);
-}
 
 /** `#/paths/~1pets~1{petId}/get/responses/200` -> `GET /pets/{petId} responses/200`. */
 export function describePointer(pointer: string): string {

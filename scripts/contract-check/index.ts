@@ -11,8 +11,11 @@ import { checkEvents } from './events.js';
 import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
 import { checkDeprecations, checkEventScopes, checkScopes } from './operations.js';
+import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
+import { checkVersionChanges } from './versions.js';
+import { servedContracts } from '../../src/versions/served.js';
 
 export interface CheckOptions {
   /** The file test/helpers/contract.ts logged the seen responses to; undefined skips that check. */
@@ -69,13 +72,17 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
     ...(await Promise.all([
       ...independent,
       attempt('breaking', () => checkBreaking(root, contract)),
+      attempt('release', () => checkRelease(root, contract)),
+      attempt('versions', () => checkVersionChanges(root)),
       attempt('deprecation', () => checkDeprecations(contract)),
       attempt('scopes', () => checkScopes(contract)),
       attempt('errors', () => checkErrorCodes(contract)),
       attempt('event scopes', () => checkEventScopes(contract)),
       attempt('events', () => checkEvents(root, contract)),
       attempt('changelog', () => checkChangelog(root)),
-      ...(servable ? [attempt('served', () => checkServed(root, contract))] : []),
+      ...(servable
+        ? [attempt('served', async () => checkServed(root, contract, (await servedContracts(root)).olderContracts))]
+        : []),
       ...(responseLog === undefined ? [] : [attempt('responses', () => responsesCheck(root, contract, responseLog))]),
     ])),
   ];

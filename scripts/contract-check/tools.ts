@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { isDeepStrictEqual, promisify } from 'node:util';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import type { Contract, ContractOperation } from '../../src/contract/document.js';
 
@@ -52,4 +52,29 @@ export function parseReport(tool: string, result: CommandResult): unknown {
   } catch {
     throw new Error(`${tool} did not print a JSON report (exit ${result.code}):\n${result.stderr}${result.stdout}`);
   }
+}
+
+/** The JSON pointer of the first place two JSON values differ, or undefined when they are equal. */
+export function firstMismatch(a: unknown, b: unknown, pointer = ''): string | undefined {
+  if (isDeepStrictEqual(a, b)) return undefined;
+  if (
+    typeof a !== 'object' ||
+    typeof b !== 'object' ||
+    a === null ||
+    b === null ||
+    Array.isArray(a) !== Array.isArray(b)
+  ) {
+    return pointer || '/';
+  }
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  for (const key of new Set([...Object.keys(left), ...Object.keys(right)])) {
+    const mismatch = firstMismatch(
+      left[key],
+      right[key],
+      `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`,
+    );
+    if (mismatch !== undefined) return mismatch;
+  }
+  return pointer || '/';
 }

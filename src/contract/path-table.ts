@@ -1,4 +1,4 @@
-import type { ContractOperation } from './document.js';
+import type { Contract, ContractOperation } from './document.js';
 
 export interface PathEntry {
   /** The `Allow` value: the methods served on this path. */
@@ -18,14 +18,19 @@ export class PathTable {
   private readonly entries: (PathEntry & { pattern: RegExp })[];
   private readonly outside = new Map<string, PathEntry>();
 
-  constructor(basePath: string, operations: ContractOperation[]) {
+  /** The operations of each version served, each under its contract's base path. */
+  constructor(versions: readonly Pick<Contract, 'basePath' | 'operations'>[]) {
+    this.entries = versions.flatMap(({ basePath, operations }) => PathTable.entriesOf(basePath, operations));
+  }
+
+  private static entriesOf(basePath: string, operations: ContractOperation[]): (PathEntry & { pattern: RegExp })[] {
     const byPath = new Map<string, Map<string, ContractOperation>>();
     for (const operation of operations) {
       const methods = byPath.get(operation.path) ?? new Map<string, ContractOperation>();
       methods.set(operation.method, operation);
       byPath.set(operation.path, methods);
     }
-    this.entries = [...byPath].map(([path, methods]) => ({
+    return [...byPath].map(([path, methods]) => ({
       // A path parameter names one segment, not an empty one: fastify's router would take `/v1/pets/`
       // for getPet, and emptyPathParameterIsUnroutable answers it as a path nothing is served on.
       pattern: new RegExp(`^${basePath}${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`),

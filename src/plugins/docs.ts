@@ -9,7 +9,8 @@ import type { Contract, OpenApiDocument } from '../contract/document.js';
 import { ApiError } from '../domain/errors.js';
 
 export interface DocsOptions {
-  contract: Contract;
+  /** Every version served, newest first: each contract at its own base path; the page shows the newest. */
+  contracts: readonly Contract[];
   /**
    * The URL clients reach this instance at, without the base path (e.g. `https://pets.example`).
    * Default: the address the server listens on.
@@ -147,10 +148,10 @@ function sendRepresentation(request: FastifyRequest, reply: FastifyReply, repres
 }
 
 /**
- * Serves the contract as written (refs intact) at `{basePath}/openapi.json` and `.yaml`, and an
- * interactive reference for it at `/docs`, all without authentication.
+ * Serves one version's contract as written (refs intact) at `{basePath}/openapi.json` and `.yaml`;
+ * returns what it serves.
  */
-async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOptions): Promise<void> {
+function serveDocuments(app: FastifyInstance, contract: Contract, publicUrl: string | undefined): () => Published {
   // servers[0] names this instance. The Host header is never used for it: the contract is
   // cacheable, so one client could poison what a shared cache hands to others. Without a
   // configured public URL, the bound address is read per request, because the app is built
@@ -165,9 +166,20 @@ async function docsPlugin(app: FastifyInstance, { contract, publicUrl }: DocsOpt
     }
     return cache.published;
   };
-
   app.get(`${contract.basePath}/openapi.json`, (request, reply) => sendRepresentation(request, reply, current().json));
   app.get(`${contract.basePath}/openapi.yaml`, (request, reply) => sendRepresentation(request, reply, current().yaml));
+  return current;
+}
+
+/**
+ * Serves the contract as written (refs intact) at `{basePath}/openapi.json` and `.yaml`, and an
+ * interactive reference for it at `/docs`, all without authentication.
+ */
+async function docsPlugin(app: FastifyInstance, { contracts, publicUrl }: DocsOptions): Promise<void> {
+  const [contract] = contracts;
+  if (contract === undefined) throw new Error('the docs need a contract');
+  const current = new Map(contracts.map((version) => [version, serveDocuments(app, version, publicUrl)])).get(contract);
+  if (current === undefined) throw new Error('the newest contract is not served');
 
   // @fastify/swagger-ui depends on @fastify/swagger only for the `swagger()` decorator its page
   // loads the document from. @fastify/swagger would merely hand back this static document, so

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fasti
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi.js';
 import { buildApp } from '../../src/app.js';
+import type { Contract } from '../../src/contract/document.js';
 import type { WebhookSettings } from '../../src/events/settings.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { redisClient } from '../../src/plugins/rate-limit/redis.js';
@@ -78,6 +79,8 @@ export interface StartOptions {
   trustProxy?: boolean | string;
   /** Webhook delivery settings, as the WEBHOOK_* variables give them (default: the server's defaults). */
   webhooks?: WebhookSettings;
+  /** The newest version's contract, and older versions served beside it (default: openapi.yaml alone). */
+  versions?: { contract: Contract; olderContracts: Contract[] };
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -89,7 +92,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const metrics = options.metrics === true ? new Metrics() : undefined;
   const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({
-    contract,
+    ...(options.versions ?? { contract }),
     storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
     metrics,
     redis,

@@ -67,7 +67,14 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
                   value: { code: not_found, message: No pet with this id, status: 404 }
 `;
 
-/** openapi.yaml's text with the new operation added. */
+/**
+ * openapi.yaml's text with the new operation added and, as docs/contract.md asks of an addition to
+ * a released version, `info.version` moved to the next minor version.
+ */
 export function withNewOperation(contractText: string): string {
-  return contractText.replace(`  ${PATH}:\n`, `  ${PATH}:\n${NEW_OPERATION_YAML}`);
+  return contractText
+    .replace(`  ${PATH}:\n`, `  ${PATH}:\n${NEW_OPERATION_YAML}`)
+    .replace(/^( {2}version: )(\d+)\.(\d+)\.\d+$/m, (_, key: string, major: string, minor: string) => {
+      return `${key}${major}.${Number(minor) + 1}.0`;
+    });
 }

@@ -1,0 +1,10 @@
+import type { ApiVersion } from './change.js';
+
+/**
+ * Every major version of the API, oldest first, each with the version changes that lead to it from
+ * the one before (one module per change, in src/versions/changes/). The newest version's contract is
+ * openapi.yaml; each older one's is its newest release in contracts/. Adding a version is its
+ * contract and its changes, listed here; contract:check proves the changes cover every breaking
+ * difference between the contracts (docs/versions.md).
+ */
+export const API_VERSIONS: readonly ApiVersion[] = [{ major: 1, changes: [] }];

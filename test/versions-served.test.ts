@@ -1,0 +1,139 @@
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { parseDocument } from 'yaml';
+import { type Contract, loadContract } from '../src/contract/document.js';
+import { projectRoot } from '../src/contract/paths.js';
+import { ResponseConformance } from '../src/contract/response-conformance.js';
+import { API_VERSIONS } from '../src/versions/index.js';
+import { servedContracts } from '../src/versions/served.js';
+import { newestRelease } from '../scripts/contract-check/breaking.js';
+import { startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
+import { contract } from './helpers/contract.js';
+
+// One app serving two versions side by side, each from its own contract (src/app.ts,
+// olderContracts): v1 from its newest release in contracts/, and a v2 made here from openapi.yaml
+// with nothing changed but its version and base path. Every response is checked against the
+// contract of the version it was answered on. (v2's own changes are issue 51's next steps.)
+
+const released = newestRelease(projectRoot, 1);
+if (released === undefined) throw new Error('no v1 release in contracts/');
+const v1 = await loadContract(join(projectRoot, released.file));
+
+/** openapi.yaml's text as version 2.0.0 under /v2. */
+function v2Text(): string {
+  const document = parseDocument(readFileSync(join(projectRoot, 'openapi.yaml'), 'utf8'));
+  document.setIn(['info', 'version'], '2.0.0');
+  const { servers } = document.toJS() as { servers: { url: string }[] };
+  servers.forEach(({ url }, index) => document.setIn(['servers', index, 'url'], url.replace(/\/v1$/, '/v2')));
+  return document.toString();
+}
+
+/** That v2, loaded from a temporary folder. */
+async function v2Contract(t: TapTest): Promise<Contract> {
+  const file = join(temporaryDirectory(t), 'openapi.yaml');
+  writeFileSync(file, v2Text());
+  return loadContract(file);
+}
+
+t.test('v1 and v2 served side by side from one implementation and one database', async (t) => {
+  const v2 = await v2Contract(t);
+  t.equal(v2.basePath, '/v2');
+  const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1] } });
+  const conformance = new Map([
+    ['/v1', new ResponseConformance(v1)],
+    ['/v2', new ResponseConformance(v2)],
+  ]);
+  /** Injects a request and fails unless the response conforms to its version's contract. */
+  const request = async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
+    const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
+    const checker = conformance.get(url.slice(0, 3));
+    t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
+    return response;
+  };
+
+  for (const [base, version] of [
+    ['/v1', released.version.join('.')],
+    ['/v2', '2.0.0'],
+  ] as const) {
+    // Served outside the contract it is (checked whole by contract:check's `served`).
+    const served = await api.app.inject({ method: 'GET', url: `${base}/openapi.json` });
+    const document = served.json<{ info: { version: string }; servers: { url: string }[] }>();
+    t.equal(document.info.version, version, `${base}/openapi.json is its own contract`);
+    t.match(document.servers[0]?.url, new RegExp(`${base}$`), 'naming this instance under its base path');
+  }
+
+  const created = await request('POST', '/v2/pets', { name: 'Rex', categoryId: 1 });
+  t.equal(created.statusCode, 201);
+  const { id } = created.json<{ id: number }>();
+  const readThroughV1 = await request('GET', `/v1/pets?id=${id}`);
+  t.match(readThroughV1.json(), [{ id, name: 'Rex' }], 'a pet made through v2 is read through v1');
+  const updated = await request(
+    'PATCH',
+    `/v1/pets/${id}`,
+    { name: 'Max' },
+    {
+      ...api.auth,
+      'content-type': 'application/merge-patch+json',
+    },
+  );
+  t.equal(updated.statusCode, 200);
+  t.match((await request('GET', `/v2/pets?id=${id}`)).json(), [{ id, name: 'Max' }], 'and a v1 update by v2 at once');
+
+  const deprecated = await request('GET', `/v2/pets/${id}`);
+  t.equal(
+    deprecated.headers.link,
+    '</v2/pets>; rel="successor-version"',
+    "a version's deprecation names its own successor",
+  );
+  t.equal((await request('GET', `/v1/pets/${id}`)).headers.link, '</v1/pets>; rel="successor-version"');
+
+  const other = await request('PUT', '/v2/pets');
+  t.equal(other.statusCode, 405);
+  t.equal(other.headers.allow, 'GET, POST', "a version's paths answer 405 with their own Allow");
+  t.equal((await request('GET', '/v2/pets', undefined, {})).statusCode, 401, 'and authenticate as v1 does');
+  const unknown = await api.app.inject({ method: 'GET', url: '/v3/pets', headers: api.auth });
+  t.equal(unknown.statusCode, 404, 'a version not served is a path not served');
+});
+
+t.test('two versions may not share a base path', async (t) => {
+  await t.rejects(
+    startApi(t, { versions: { contract: v1, olderContracts: [v1] } }),
+    /two versions share a base path: \/v1, \/v1/,
+  );
+});
+
+t.test('the server serves openapi.yaml and, beside it, the release of each older version declared', async (t) => {
+  const project = await servedContracts();
+  t.equal(project.contract.document.info.version, contract.document.info.version, 'today openapi.yaml');
+  t.same(
+    project.olderContracts.map(({ basePath }) => basePath),
+    API_VERSIONS.slice(0, -1)
+      .map(({ major }) => `/v${major}`)
+      .reverse(),
+    'and an older version for each one declared before it',
+  );
+
+  // A project whose openapi.yaml is v2: v1 is served from its newest release, as it was promised.
+  const root = temporaryDirectory(t);
+  mkdirSync(join(root, 'contracts'));
+  copyFileSync(join(projectRoot, released.file), join(root, released.file));
+  writeFileSync(join(root, 'openapi.yaml'), v2Text());
+  const v1AndV2 = [
+    { major: 1, changes: [] },
+    { major: 2, changes: [] },
+  ];
+  const both = await servedContracts(root, v1AndV2);
+  t.equal(both.contract.basePath, '/v2');
+  t.same(
+    both.olderContracts.map(({ basePath, document }) => [basePath, document.info.version]),
+    [['/v1', released.version.join('.')]],
+  );
+  await t.rejects(
+    servedContracts(root, [{ major: 1, changes: [] }]),
+    /openapi\.yaml is version 2\.0\.0, but src\/versions\/index\.ts declares versions 1/,
+    'a version the registry does not declare is not served',
+  );
+  rmSync(join(root, released.file));
+  await t.rejects(servedContracts(root, v1AndV2), /version 1 is declared but has no release in contracts\//);
+});
