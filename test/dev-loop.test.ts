@@ -310,10 +310,10 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
   phase('test compiled');
 
-  // The command README.md and docs/contract.md give for after a contract change, as written, with
+  // The command CONTRIBUTING.md and docs/contract.md give for after a contract change, as written, with
   // the new operation's own test added as they say: the harness accepts every file and runs
   // contract:check with them (--plan: what it would run; the whole npm test runs those files).
-  for (const doc of ['README.md', 'docs/contract.md']) {
+  for (const doc of ['CONTRIBUTING.md', 'docs/contract.md']) {
     const text = readFileSync(join(projectRoot, doc), 'utf8');
     const commands = [...text.matchAll(/^npm test -- (test\/\S+(?: test\/\S+)*)$/gm)].map((match) => match[1] ?? '');
     t.ok(commands.length > 0, `${doc} gives the fast command after a contract change`);

@@ -1,4 +1,4 @@
-// Several server processes on one PostgreSQL and one Redis, as the README's "Running several
+// Several server processes on one PostgreSQL and one Redis, as docs/several-instances.md's "Running several
 // instances" starts them. Always on PostgreSQL, whatever PETSTORE_TEST_BACKEND says.
 import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import t from 'tap';
