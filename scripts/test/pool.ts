@@ -2,10 +2,9 @@
  * Runs the test files (and the other checks of `npm test`) a few at a time, each as its own
  * `node dist/test/x.test.js`, and collects each one's verdict and output.
  *
- * Not `tap`'s runner: it puts @tapjs/processinfo in the NODE_OPTIONS of every test file, so every
- * process a test starts (a server, npm, tsc, eslint) loads it too, which doubled the suites' CPU
- * time (cli.test: 33.7 s of CPU under tap, 18.0 s run directly). The files are still tap tests
- * and print TAP; a file passes when it exits 0.
+ * Not `tap`'s runner, whose process tracking every process a test starts would load too
+ * (docs/decisions.md has the measurement). The files are still tap tests and print TAP; a file
+ * passes when it exits 0.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
