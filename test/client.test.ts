@@ -6,11 +6,13 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import {
   canMove,
+  type ClientOptions,
   createClient,
-  type ErrorCode,
+  isKnownCode,
   isPetstoreError,
   PetstoreError,
   PetstoreNetworkError,
+  type ReportedCode,
   type Retry,
   type Status,
   transitions,
@@ -26,7 +28,7 @@ import { contract } from './helpers/contract.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 /** A server of the backend under test, and clients of it sending through `conformingFetch`. */
-async function served(t: TapTest) {
+async function served(t: TapTest, options: Partial<ClientOptions> = {}) {
   const api = await startApi(t);
   const { origin, baseUrl } = await listen(t, api);
   const retries: Retry[] = [];
@@ -37,6 +39,7 @@ async function served(t: TapTest) {
       fetch: conformingFetch,
       backoffMs: 1,
       onRetry: (retry) => void retries.push(retry),
+      ...options,
     });
   return { api, client: clientAt(baseUrl), clientAt, retries, port: Number(new URL(origin).port) };
 }
@@ -116,9 +119,8 @@ t.test('each yields every item of a list, following Link: rel="next"; page gives
   }
   t.same(sold, ids.slice(0, 20), 'filters are kept from page to page; ids are sent as the contract says (id=1,2)');
 
-  const webhooks = [];
-  for await (const webhook of client.each('listWebhooks')) webhooks.push(webhook);
-  t.same(webhooks, [], 'a list that does not page is one page');
+  const webhooks = await client.listWebhooks();
+  t.same(webhooks.data, [], 'a list that does not page is one call (each and page do not take it)');
 });
 
 t.test('create, rename with If-Match, and the 412 flow', async (t) => {
@@ -180,7 +182,7 @@ t.test('an error carries status, code, message and request id; the code is typed
   const error = await client.getOrder({ path: { orderId: 424242 } }).catch((caught: unknown) => caught);
   t.ok(error instanceof PetstoreError);
   if (!isPetstoreError(error, 'getOrder')) return;
-  const code: ErrorCode<'getOrder'> = error.code;
+  const code: ReportedCode<'getOrder'> = error.code;
   t.same(
     { status: error.status, code, operationId: error.operationId },
     { status: 404, code: 'not_found', operationId: 'getOrder' },
@@ -192,6 +194,59 @@ t.test('an error carries status, code, message and request id; the code is typed
     .updateOrder({ path: { orderId: 424242 }, body: { status: 'completed' } })
     .catch((caught: unknown) => caught);
   t.ok(isPetstoreError(conflict, 'updateOrder') && conflict.status === 404, 'a PATCH is not retried on a 4xx');
+});
+
+t.test('a code the contract does not list is reported apart, as unknown, with the code as sent', async (t) => {
+  const error = new PetstoreError('getOrder', 404, 'order_archived', 'archived', undefined, undefined, undefined);
+  t.equal(error.code, 'unknown');
+  t.equal(error.rawCode, 'order_archived');
+  t.notOk(isKnownCode(error));
+  const known = new PetstoreError('getOrder', 404, 'not_found', 'gone', undefined, undefined, undefined);
+  t.ok(isKnownCode(known) && known.code === 'not_found');
+});
+
+t.test('a precondition left undefined is refused before anything is sent', async (t) => {
+  const sent: string[] = [];
+  const { client } = await served(t, {
+    onRequest: (request) => void sent.push(`${request.method} ${new URL(request.url).pathname}`),
+  });
+  const created = await client.createPet({ body: { name: 'Rex', categoryId: 1 } });
+  const page = await client.listPets({ query: { limit: 10 } });
+  t.equal(page.etag, undefined, 'a page of several animals has no ETag');
+  sent.length = 0;
+  const refused = await client
+    .updatePet({
+      path: { petId: created.data.id },
+      header: { 'If-Match': page.etag as string },
+      body: { name: 'Stale' },
+    })
+    .catch((error: unknown) => error);
+  t.ok(refused instanceof TypeError, 'a TypeError');
+  t.match((refused as Error).message, /If-Match is undefined/);
+  t.same(sent, [], 'nothing was sent');
+  const read = await client.listPets({ query: { id: [created.data.id] } });
+  t.equal(read.data[0]?.name, 'Rex', 'the animal is unchanged');
+  t.type(read.etag, 'string', 'a page of one animal carries its ETag');
+});
+
+t.test('request and response hooks see every attempt, and the request hook may change it', async (t) => {
+  const seen: string[] = [];
+  const { client } = await served(t, {
+    onRequest: (request, { operationId, attempt }) => {
+      seen.push(`request ${operationId} ${attempt}`);
+      const headers = new Headers(request.headers);
+      headers.set('x-request-id', 'traced-1');
+      return new Request(request, { headers });
+    },
+    onResponse: async (response, { operationId, attempt, request }) => {
+      seen.push(`response ${operationId} ${attempt} ${response.status} ${request.headers.get('x-request-id')}`);
+      t.equal((await response.clone().json()) instanceof Array, true, 'the hook can read a clone');
+    },
+  });
+  const listed = await client.listPets();
+  t.equal(listed.requestId, 'traced-1', 'the header the hook set was sent');
+  t.same(listed.data, [], 'and the client still read the body');
+  t.same(seen, ['request listPets 1', 'response listPets 1 200 traced-1']);
 });
 
 t.test('a create whose first answer is lost is sent again with its Idempotency-Key, and replayed', async (t) => {
@@ -282,8 +337,7 @@ t.test("canMove answers from the contract's x-transitions", async (t) => {
 t.test('an operation added to the contract is in the client generated from it, with no client code', async (t) => {
   const edited = join(temporaryDirectory(t), 'openapi.yaml');
   writeFileSync(edited, withNewOperation(readFileSync(contractPath, 'utf8')));
-  const { dereferenced } = await validateContract(edited);
-  const generated = clientFiles('', dereferenced);
+  const generated = clientFiles('', await validateContract(edited));
   const table = [...generated].find(([file]) => file.endsWith('contract.ts'))?.[1] ?? '';
   const { operationId, method, path } = NEW_OPERATION;
   t.match(
