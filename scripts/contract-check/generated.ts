@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClientContract } from '../contract/client-description.js';
-import { clientFiles, clientGeneratedDir } from '../contract/generate-client.js';
+import { clientFiles, clientGeneratedDir, pythonGeneratedDir } from '../contract/generate-client.js';
 import { type Drift, files } from './drift.js';
 import { run } from './tools.js';
 
@@ -101,7 +101,7 @@ export async function checkGenerated(root: string, contract?: ClientContract): P
 function checkClient(root: string, types: string | undefined, contract: ClientContract | undefined): Drift[] {
   if (types === undefined || contract === undefined) return [];
   const generated = [...clientFiles(types, contract)];
-  return [clientGeneratedDir].flatMap((dir) => {
+  return [clientGeneratedDir, pythonGeneratedDir].flatMap((dir) => {
     const prefix = `${dir}/`;
     const mine = generated.filter(([file]) => file.startsWith(prefix));
     return compare(root, dir, new Map(mine.map(([file, text]) => [file.slice(prefix.length), text])));

@@ -11,8 +11,10 @@ import { join } from 'node:path';
 import { validateContract } from '../../src/contract/document.js';
 import { type ClientContract, type ClientDescription, describeClient, UNKNOWN_CODE } from './client-description.js';
 import { generateTypes } from './generate-types.js';
+import { pythonClientFiles, pythonGeneratedDir } from './generate-python-client.js';
 
 export const clientGeneratedDir = 'clients/typescript/src/generated';
+export { pythonGeneratedDir };
 const TYPES_FILE = `${clientGeneratedDir}/openapi.ts`;
 const CONTRACT_FILE = `${clientGeneratedDir}/contract.ts`;
 
@@ -110,10 +112,7 @@ function contractModule(described: ClientDescription): string {
  */
 export function clientFiles(types: string, contract: ClientContract): Map<string, string> {
   const described = describeClient(contract, RESERVED);
-  return new Map([
-    [TYPES_FILE, types],
-    [CONTRACT_FILE, contractModule(described)],
-  ]);
+  return new Map([[TYPES_FILE, types], [CONTRACT_FILE, contractModule(described)], ...pythonClientFiles(described)]);
 }
 
 /** Every file the clients' generated folders hold, generated from the project's openapi.yaml. */
