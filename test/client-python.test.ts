@@ -54,6 +54,23 @@ t.test(
   },
 );
 
+/** What a type checker must refuse in a program using the client: each line marked `# refused`. */
+const REFUSALS = `from petstore import PetPatch, Petstore, PetstoreError, can_move, is_petstore_error
+
+
+def refusals(petstore: Petstore, error: PetstoreError[str]) -> None:
+    if is_petstore_error(error, "get_order") and error.code == "not_fonud":  # refused: a misspelt code
+        pass
+    if is_petstore_error(error, "get_order") and error.code == "pet_on_order":  # refused: not one get_order answers
+        pass
+    page = petstore.list_pets(limit=10)
+    petstore.update_pet(1, if_match=page.etag, body=PetPatch(name="x"))  # refused: an ETag that may be absent
+    created = petstore.create_pet(body=PetPatch(name="x"))  # refused: not a new pet
+    can_move("available", "completed")  # refused: an order's status beside an animal's
+    etag: str = created.etag
+    print(etag)
+`;
+
 // mypy's first run in a fresh cache takes most of a minute on a loaded machine: the limit is for a hang.
 t.test('mypy --strict passes on the package and on every block of its docs', { timeout: 300_000 }, async (t) => {
   const dev = await devPython();
@@ -63,6 +80,8 @@ t.test('mypy --strict passes on the package and on every block of its docs', { t
     writeFileSync(file, block);
     return file;
   });
+  const refusals = join(dir, 'refusals.py');
+  writeFileSync(refusals, REFUSALS);
   t.ok(files.length >= 1, `${files.length} blocks`);
   const checked = await runPython(
     dev,
@@ -74,6 +93,7 @@ t.test('mypy --strict passes on the package and on every block of its docs', { t
       join(projectRoot, 'dist', 'python', 'mypy-cache'),
       join(pythonClientDir, 'src', 'petstore'),
       ...files,
+      refusals,
     ],
     { MYPYPATH: join(pythonClientDir, 'src') },
     300_000,
@@ -81,5 +101,16 @@ t.test('mypy --strict passes on the package and on every block of its docs', { t
     stdout: (error as { stdout?: string }).stdout ?? (error as Error).message,
     stderr: '',
   }));
-  t.match(checked.stdout, /^Success: no issues found/m, checked.stdout);
+  const errors = checked.stdout.split('\n').filter((line) => /: error: /.test(line));
+  const refused = REFUSALS.split('\n').flatMap((line, index) => (line.includes('# refused') ? [index + 1] : []));
+  t.same(
+    errors.filter((line) => !line.startsWith(`${refusals}:`)),
+    [],
+    'no error in the package or the docs',
+  );
+  t.same(
+    [...new Set(errors.map((line) => Number(line.slice(refusals.length + 1).split(':')[0])))],
+    refused,
+    `each refused line, and only those, is an error:\n${errors.join('\n')}`,
+  );
 });

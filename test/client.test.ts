@@ -1,8 +1,7 @@
 // The TypeScript client (clients/typescript) against the real server on a real socket, every answer
 // checked against the contract: paging, parameter styles, ETags and the 412 flow, typed errors,
 // retries of a create whose answer was lost, and no answer at all.
-import { createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import t from 'tap';
 import {
   canMove,
@@ -23,8 +22,8 @@ import { clientFiles } from '../scripts/contract/generate-client.js';
 import { validateContract } from '../src/contract/document.js';
 import { contractPath } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
-import type { Teardown } from './helpers/backend.js';
 import { contract } from './helpers/contract.js';
+import { closing, listening, losingFirstAnswer } from './helpers/lost-answer.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 /** A server of the backend under test, and clients of it sending through `conformingFetch`. */
@@ -42,54 +41,6 @@ async function served(t: TapTest, options: Partial<ClientOptions> = {}) {
       ...options,
     });
   return { api, client: clientAt(baseUrl), clientAt, retries, port: Number(new URL(origin).port) };
-}
-
-/** Closes a server listening on loopback, and every connection it holds. */
-function closing(t: Teardown, server: Server): void {
-  t.teardown(
-    () =>
-      new Promise((resolve) => {
-        server.close(resolve);
-        server.unref();
-      }),
-  );
-}
-
-async function listening(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
-
-/**
- * A loopback proxy to `port` that forwards the first request it gets and, once the server has
- * answered it, cuts the client's connection instead of passing the answer on: a response lost on
- * the way back. Every later connection is passed through whole.
- */
-async function losingFirstAnswer(t: Teardown, port: number): Promise<{ port: number; lost: () => boolean }> {
-  let connections = 0;
-  let lost = false;
-  const sockets = new Set<Socket>();
-  const proxy = createServer((client) => {
-    const first = connections++ === 0;
-    const upstream = new (client.constructor as typeof Socket)();
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => undefined);
-    }
-    upstream.connect(port, '127.0.0.1');
-    client.pipe(upstream);
-    if (!first) upstream.pipe(client);
-    else
-      upstream.once('data', () => {
-        lost = true;
-        client.destroy();
-        upstream.destroy();
-      });
-  });
-  closing(t, proxy);
-  t.teardown(() => sockets.forEach((socket) => socket.destroy()));
-  return { port: await listening(proxy), lost: () => lost };
 }
 
 t.test('each yields every item of a list, following Link: rel="next"; page gives the next cursor', async (t) => {
