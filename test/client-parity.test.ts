@@ -4,6 +4,7 @@
 // answer at all. Each scenario has the same outcome whichever client runs it: the TypeScript one
 // in this process, the Python one (test/fixtures/python/parity.py) in a process of its own.
 import { spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
@@ -19,6 +20,7 @@ import {
 } from '../clients/typescript/src/index.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { conformingProxy } from './helpers/conforming-proxy.js';
 import { closedPort, startReceiver } from './helpers/receiver.js';
 import { losingFirstAnswer } from './helpers/lost-answer.js';
 import { outage } from './helpers/outage.js';
@@ -34,16 +36,19 @@ const CLIENTS = ['typescript', 'python'] as const;
  * prints before its outcome goes to `onLine`, whose answer (if any) is written back.
  */
 async function python(
+  t: TapTest,
   name: string,
   env: { baseUrl: string; key: string },
   input: unknown = {},
   onLine?: (line: string) => Promise<string | undefined>,
 ): Promise<Outcome> {
+  // Its every answer checked against the contract on the way, as the TypeScript client's are.
+  const proxy = await conformingProxy(t, env.baseUrl);
   const child = spawn(await devPython(), [join(projectRoot, 'test', 'fixtures', 'python', 'parity.py'), name], {
     env: {
       ...PIP_ENV,
       PYTHONPATH: join(pythonClientDir, 'src'),
-      PETSTORE_BASE_URL: env.baseUrl,
+      PETSTORE_BASE_URL: proxy.baseUrl,
       PETSTORE_API_KEY: env.key,
     },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -62,6 +67,7 @@ async function python(
   child.stdin.end();
   const code = await exited;
   if (code !== 0) throw new Error(`parity.py ${name} exited ${code}: ${stderr}`);
+  t.same(proxy.failures, [], "every answer the Python client saw is the contract's");
   return JSON.parse(last) as Outcome;
 }
 
@@ -71,9 +77,34 @@ async function served(t: TapTest, api?: TestApi) {
   return { api: server, baseUrl, key: server.key };
 }
 
+/**
+ * Bodies signed rightly with `secret` that the server would never send: empty, JSON `null`, and a
+ * test event behind a byte order mark; each handed to `attempt` with its headers.
+ */
+function signedBy(secret: string, attempt: (body: Buffer, headers: Record<string, string>) => unknown) {
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const event = JSON.stringify({ type: 'webhook.test', timestamp: new Date().toISOString(), data: { webhookId: 1 } });
+  const bodies = {
+    empty: Buffer.alloc(0),
+    null: Buffer.from('null'),
+    bom: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(event)]),
+  };
+  return Object.fromEntries(
+    Object.entries(bodies).map(([name, body]) => {
+      const mac = createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64'))
+        .update(`evt_${name}.${timestamp}.`)
+        .update(body)
+        .digest('base64');
+      const headers = { 'webhook-id': `evt_${name}`, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${mac}` };
+      return [name, () => attempt(body, headers)];
+    }),
+  );
+}
+
 const retriesOf = (retries: Retry[]) =>
   retries.map(({ attempt, delayMs, failure }) => ({
     attempt,
+    retry_after: failure instanceof PetstoreError ? (failure.retryAfter ?? null) : null,
     delay_ms: delayMs,
     failure: failure.name,
     status: failure instanceof PetstoreError ? failure.status : null,
@@ -89,7 +120,7 @@ for (const client of CLIENTS) {
       if (outcome.outcome === 'created') ids.push(outcome.created.pet.id);
     }
     let outcome: Outcome;
-    if (client === 'python') outcome = await python('paging', { baseUrl, key });
+    if (client === 'python') outcome = await python(t, 'paging', { baseUrl, key });
     else {
       const petstore = createClient({ baseUrl, apiKey: key, fetch: conformingFetch });
       const every: number[] = [];
@@ -113,7 +144,7 @@ for (const client of CLIENTS) {
     const proxy = await losingFirstAnswer(t, Number(new URL(baseUrl).port));
     const through = `http://127.0.0.1:${proxy.port}${contract.basePath}`;
     let outcome: Outcome;
-    if (client === 'python') outcome = await python('lost_create', { baseUrl, key }, { base_url: through });
+    if (client === 'python') outcome = await python(t, 'lost_create', { baseUrl, key }, { base_url: through });
     else {
       const retries: Retry[] = [];
       const petstore = createClient({
@@ -141,12 +172,19 @@ for (const client of CLIENTS) {
     );
   });
 
-  /** A create through a real failure that `begin` makes and `end` clears once the client retries. */
-  async function waitedOut(t: TapTest, api: TestApi, end: () => Promise<void>): Promise<Outcome> {
+  /**
+   * A create through a real failure: `before` runs as the client is about to send, `end` once it
+   * has seen the failure and is about to retry.
+   */
+  async function waitedOut(
+    t: TapTest,
+    api: TestApi,
+    { before, end }: { before: () => Promise<void>; end: () => Promise<void> },
+  ): Promise<Outcome> {
     const { baseUrl, key } = await served(t, api);
     if (client === 'python') {
-      return python('wait_out', { baseUrl, key }, {}, async () => {
-        await end();
+      return python(t, 'wait_out', { baseUrl, key }, {}, async (line) => {
+        await (line === 'ready' ? before() : end());
         return '\n';
       });
     }
@@ -160,32 +198,44 @@ for (const client of CLIENTS) {
         if (retries.length === 1) await end();
       },
     });
+    await before();
     const created = await petstore.createPet({ body: { name: 'Patient', categoryId: 1 } });
     return { status: created.status, name: created.data.name, retries: retriesOf(retries) };
+  }
+
+  /** The retry waited what Retry-After said, and no longer than the client's limit. */
+  function waitedAsAsked(t: TapTest, outcome: Outcome): void {
+    const retries = outcome.retries as { retry_after: number | null; delay_ms: number }[];
+    t.equal(retries.length, 1, 'retried once');
+    const [retry] = retries;
+    t.ok((retry?.retry_after ?? 0) > 0, 'the answer said how long to wait');
+    t.equal(retry?.delay_ms, (retry?.retry_after ?? 0) * 1000, 'and the client waited that long');
   }
 
   t.test(`${client}: a real 429 is waited out as Retry-After says`, async (t) => {
     const api = await startApi(t, { rateLimit: { perMinute: 1, authFailuresPerMinute: 0 } });
     t.equal((await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth })).statusCode, 200);
-    // 58 s later, as the limit's clock (this process's Date.now) sees it: Retry-After says 2.
     const realNow = Date.now;
-    Date.now = () => realNow() + 58_000;
     t.teardown(() => {
       Date.now = realNow;
     });
-    const outcome = await waitedOut(t, api, async () => undefined);
-    t.match(outcome, { status: 201, retries: [{ status: 429, code: 'rate_limited', delay_ms: 2000 }] });
-    t.equal((outcome.retries as unknown[]).length, 1, 'retried once');
+    // 58 s later, as the limit's clock (this process's Date.now) sees it: Retry-After says 2 or less.
+    const outcome = await waitedOut(t, api, {
+      before: async () => {
+        Date.now = () => realNow() + 58_000;
+      },
+      end: async () => undefined,
+    });
+    t.match(outcome, { status: 201, retries: [{ status: 429, code: 'rate_limited' }] });
+    waitedAsAsked(t, outcome);
   });
 
   t.test(`${client}: a real 503 is waited out, and the create made once`, async (t) => {
     const database = await outage(t);
     const api = await startApi(t, { databaseUrl: database.databaseUrl });
-    await database.begin();
-    const outcome = await waitedOut(t, api, database.end);
+    const outcome = await waitedOut(t, api, { before: database.begin, end: database.end });
     t.match(outcome, { status: 201, name: 'Patient', retries: [{ status: 503, code: 'service_unavailable' }] });
-    const [retry] = outcome.retries as { delay_ms: number }[];
-    t.ok((retry?.delay_ms ?? 0) >= 1000, 'waiting what Retry-After says');
+    waitedAsAsked(t, outcome);
     const stored = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
     t.equal(stored.json<unknown[]>().length, 1, 'one pet, not two');
   });
@@ -193,7 +243,7 @@ for (const client of CLIENTS) {
   t.test(`${client}: the 412 flow, and modify reading again`, async (t) => {
     const { baseUrl, key } = await served(t);
     let outcome: Outcome;
-    if (client === 'python') outcome = await python('precondition', { baseUrl, key });
+    if (client === 'python') outcome = await python(t, 'precondition', { baseUrl, key });
     else {
       const petstore = createClient({ baseUrl, apiKey: key, fetch: conformingFetch });
       const created = await petstore.createPet({ body: { name: 'Rex', categoryId: 1 } });
@@ -289,7 +339,7 @@ for (const client of CLIENTS) {
       >,
     }));
     let outcome: Outcome;
-    if (client === 'python') outcome = await python('events', { baseUrl, key }, { secrets, deliveries });
+    if (client === 'python') outcome = await python(t, 'events', { baseUrl, key }, { secrets, deliveries });
     else {
       const received = deliveries.map(({ body, headers }) => {
         const bytes = Buffer.from(body, 'base64');
@@ -306,6 +356,7 @@ for (const client of CLIENTS) {
         other_secret: () => unwrap(body, headers, [`whsec_${Buffer.alloc(24).toString('base64')}`]),
         too_big: () => unwrap(body, headers, secrets, { maxBodyBytes: 16 }),
         old: () => unwrap(body, headers, secrets, { now: () => 4_000_000_000_000 }),
+        ...signedBy(secrets[0] ?? '', (bytes, signed) => unwrap(bytes, signed, secrets)),
       })) {
         try {
           attempt();
@@ -331,14 +382,23 @@ for (const client of CLIENTS) {
       deliveries.map(({ headers }) => headers['webhook-id']).sort(),
       'each with its webhook-id',
     );
-    t.same(outcome.checks, { tampered: 'signature', other_secret: 'signature', too_big: 'size', old: 'timestamp' });
+    t.same(outcome.checks, {
+      tampered: 'signature',
+      other_secret: 'signature',
+      too_big: 'size',
+      old: 'timestamp',
+      empty: 'payload',
+      null: 'payload',
+      bom: 'accepted',
+    });
   });
 
   t.test(`${client}: no answer is a network error, retried only where safe`, async (t) => {
     const port = await closedPort();
     const baseUrl = `http://127.0.0.1:${port}${contract.basePath}`;
     let outcome: Outcome;
-    if (client === 'python') outcome = await python('network', { baseUrl, key: 'psk_unused' }, { base_url: baseUrl });
+    if (client === 'python')
+      outcome = await python(t, 'network', { baseUrl, key: 'psk_unused' }, { base_url: baseUrl });
     else {
       const retries: Retry[] = [];
       const petstore = createClient({

@@ -285,7 +285,7 @@ t.test("canMove answers from the contract's x-transitions", async (t) => {
   t.equal(canMove('placed', 'cancelled'), true);
 });
 
-t.test('an operation added to the contract is in the client generated from it, with no client code', async (t) => {
+t.test('an operation added to the contract is in both clients generated from it, with no client code', async (t) => {
   const edited = join(temporaryDirectory(t), 'openapi.yaml');
   writeFileSync(edited, withNewOperation(readFileSync(contractPath, 'utf8')));
   const generated = clientFiles('', await validateContract(edited));
@@ -294,6 +294,11 @@ t.test('an operation added to the contract is in the client generated from it, w
   t.match(
     table,
     `"${operationId}": {\n    "method": "${method}",\n    "path": "${path}",`,
-    'its method is made from this table entry, as every other is',
+    'its TypeScript method is made from this table entry, as every other is',
   );
+  const python = [...generated].find(([file]) => file.endsWith('_generated/methods.py'))?.[1] ?? '';
+  const name = operationId.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+  t.equal(python.split(` def ${name}(\n`).length - 1, 2, `a Python method ${name}, on the sync and the async client`);
+  const operations = [...generated].find(([file]) => file.endsWith('_generated/operations.py'))?.[1] ?? '';
+  t.match(operations, `name="${name}",\n    method="${method}",\n    path="${path}",`, 'from its entry');
 });
