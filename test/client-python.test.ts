@@ -8,6 +8,8 @@ import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import { listen, startApi, temporaryDirectory } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';
+import { contract } from './helpers/contract.js';
+import { closedPort } from './helpers/receiver.js';
 import {
   buildWheel,
   devPython,
@@ -119,4 +121,34 @@ t.test('mypy --strict passes on the package and on every block of its docs', { t
     refused,
     `each refused line, and only those, is an error:\n${errors.join('\n')}`,
   );
+});
+
+t.test("a deprecated operation warns when called, with the contract's sunset and successor", async (t) => {
+  const deprecated = contract.operations.filter(({ deprecation }) => deprecation !== undefined);
+  t.ok(deprecated.length > 0, 'the contract deprecates an operation');
+  const port = await closedPort();
+  const names = deprecated.map(({ operationId }) => operationId.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`));
+  const script = [
+    'import json, warnings',
+    'from petstore import Petstore, PetstoreNetworkError',
+    `petstore = Petstore("http://127.0.0.1:${port}/v1", "psk_unused", attempts=1)`,
+    'said = {}',
+    `for name in ${JSON.stringify(names)}:`,
+    '    with warnings.catch_warnings(record=True) as caught:',
+    '        warnings.simplefilter("always")',
+    '        try:',
+    '            getattr(petstore, name)(1)',
+    '        except PetstoreNetworkError:',
+    '            pass',
+    '    said[name] = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]',
+    'print(json.dumps(said))',
+  ].join('\n');
+  const { stdout } = await runPython(await devPython(), ['-c', script]);
+  const said = JSON.parse(stdout) as Record<string, string[]>;
+  deprecated.forEach(({ deprecation }, index) => {
+    const [warning = ''] = said[names[index] ?? ''] ?? [];
+    t.match(warning, deprecation?.sunset.toISOString().slice(0, 10) ?? '', `${names[index]} warns with its sunset`);
+    const successor = (deprecation?.successor ?? '').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    t.match(warning, successor, 'and its successor');
+  });
 });
