@@ -43,15 +43,6 @@ NOT_GIVEN = NotGiven()
 
 
 @dataclass(frozen=True)
-class Deprecation:
-    """A deprecated operation's dates and successor, from the contract's ``x-`` fields."""
-
-    since: str | None = None
-    sunset: str | None = None
-    successor: str | None = None
-
-
-@dataclass(frozen=True)
 class Operation:
     """What the client must know to send an operation and send it again (generated per operation)."""
 
