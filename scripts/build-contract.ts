@@ -71,7 +71,7 @@ async function main(): Promise<void> {
   if ((await staleGeneratedTypes(projectRoot)) !== undefined) {
     problems.push(`${generatedTypesFile} is not what openapi.yaml generates: run npm run generate`);
   }
-  for (const file of await staleClientFiles(projectRoot, compiled.dereferenced)) {
+  for (const file of await staleClientFiles(projectRoot, compiled)) {
     problems.push(`${file} is not what openapi.yaml generates: run npm run generate`);
   }
   for (const { what, where, fix } of checkHandlers(await loadContract())) {

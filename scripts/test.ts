@@ -30,7 +30,8 @@ import { type Job, type Outcome, runPool, stopAll } from './test/pool.js';
 
 /**
  * The suites that do not run the API on the backend under test, so not again on PostgreSQL: tools
- * (bench-*, contract*, dev-*), the packed client (client-package), the docs page in a browser,
+ * (bench-*, contract*, dev-*), the packed clients (client-package, client-python: the docs'
+ * example against a server once; the parity suite runs both clients on each backend), the docs page in a browser,
  * configuration parsing; what happens before a request reaches storage or around it (the served
  * documents, TLS and proxies, slow and excess connections, the webhook address guard); those that
  * start the PostgreSQL and Redis they need (balancer, deploy, multi-instance, redis-*); and
@@ -43,6 +44,7 @@ const NOT_ON_POSTGRES = [
   'bench-*',
   'browser',
   'client-package',
+  'client-python',
   'config',
   'contract*',
   'deploy',

@@ -2,14 +2,16 @@
 // project with its own dependencies alone (offline, from the npm cache the repository's install
 // filled), type-checked there at the strictest settings, and the first TypeScript block of
 // docs/client.md, compiled there, run against a real server.
-import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
+import { createHash, createHmac } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import { listen, startApi, temporaryDirectory } from './helpers/api.js';
+import { closedPort } from './helpers/receiver.js';
 
 const run = promisify(execFile);
 const clientDir = join(projectRoot, 'clients', 'typescript');
@@ -62,13 +64,17 @@ function lockfile(tarball: string, client: { version: string; dependencies: Reco
   return { dependencies, lock: { name: 'consumer', lockfileVersion: 3, requires: true, packages } };
 }
 
-/** The first ```ts block of docs/client.md. */
+/** The ```ts blocks of docs/client.md: the first is the whole program; one is a webhook receiver. */
 const docs = readFileSync(join(projectRoot, 'docs', 'client.md'), 'utf8');
-const example = /```ts\n([\s\S]*?)```/.exec(docs)?.[1] ?? '';
+const blocks = [...docs.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, block]) => block ?? '');
+const example = blocks[0] ?? '';
+const receiverBlock = blocks.find((block) => block.includes('unwrap(')) ?? '';
+/** What the other blocks take as given: a client, and an animal's id. */
+const PREAMBLE = `declare const petstore: import('@petstore/client').PetstoreClient;\ndeclare const petId: number;\n`;
 
 /** What the types promise a user, and what they refuse: each `@ts-expect-error` must meet an error. */
 const TYPING = `
-import { canMove, createClient, isPetstoreError, unwrap, type ErrorCode, type ErrorCodes } from '@petstore/client';
+import { canMove, createClient, isPetstoreError, unwrap, type ReportedCode, type ErrorCodes } from '@petstore/client';
 
 // The codes of each status, from the contract's x-error-codes.
 export const conflict: ErrorCodes['placeOrder'][409] = 'pet_not_available';
@@ -89,7 +95,7 @@ export async function typed(error: unknown, body: string, headers: Record<string
   const created = await petstore.createPet({ body: { name: 'Rex', categoryId: 1 } });
   const etag: string = created.etag;
   if (isPetstoreError(error, 'placeOrder')) {
-    const code: ErrorCode<'placeOrder'> = error.code;
+    const code: ReportedCode<'placeOrder'> = error.code;
     const status: number = error.status;
     void [code, status];
   }
@@ -137,10 +143,14 @@ t.test('the packed client installs alone, type-checks strict, and runs the docs 
         types: ['node'],
         outDir: 'out',
       },
-      include: ['example.ts', 'typing.ts'],
+      include: ['*.ts'],
     }),
   );
   writeFileSync(join(project, 'example.ts'), example);
+  blocks.slice(1).forEach((block, index) => {
+    const name = block === receiverBlock ? 'receiver.ts' : `block-${index + 1}.ts`;
+    writeFileSync(join(project, name), block === receiverBlock ? block : `${PREAMBLE}${block}\nexport {};\n`);
+  });
   writeFileSync(join(project, 'typing.ts'), TYPING);
   const compiled = await run(process.execPath, [tsc, '-p', project]).catch((error: unknown) => error);
   t.notOk(
@@ -160,4 +170,66 @@ t.test('the packed client installs alone, type-checks strict, and runs the docs 
     [{ name: 'Rexy', status: 'sold' }],
     'renamed, ordered and sold',
   );
+
+  // The docs' receiver, sent a signed event whose one multi-byte character arrives split across two chunks.
+  const port = await closedPort();
+  const secret = `whsec_${Buffer.alloc(24, 3).toString('base64')}`;
+  const receiver = spawn(process.execPath, [join(project, 'out', 'receiver.js')], {
+    env: { ...process.env, PORT: String(port), WEBHOOK_SECRET: secret },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  t.teardown(() => void receiver.kill());
+  receiver.stdout.resume();
+  const body = Buffer.from(
+    JSON.stringify({
+      type: 'pet.created',
+      timestamp: new Date().toISOString(),
+      data: { id: 7, name: 'Zo\u00eb', categoryId: 1, status: 'available' },
+    }),
+  );
+  t.equal(await deliveredInTwoChunks(port, secret, body), 204, 'the docs receiver verified it');
 });
+
+/**
+ * Posts `body`, signed with `secret` as Standard Webhooks says, to 127.0.0.1:`port` in two writes,
+ * split inside its first multi-byte character, once the port answers; resolves to the status.
+ */
+async function deliveredInTwoChunks(port: number, secret: string, body: Buffer): Promise<number> {
+  const id = 'evt_split';
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const mac = createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64'))
+    .update(`${id}.${timestamp}.`)
+    .update(body)
+    .digest('base64');
+  const cut = body.findIndex((byte) => byte >= 0x80) + 1;
+  for (;;) {
+    try {
+      return await new Promise<number>((resolve, reject) => {
+        const request = httpRequest(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              'content-length': body.length,
+              'webhook-id': id,
+              'webhook-timestamp': timestamp,
+              'webhook-signature': `v1,${mac}`,
+            },
+          },
+          (response) => {
+            response.resume();
+            resolve(response.statusCode ?? 0);
+          },
+        );
+        request.on('error', reject);
+        request.flushHeaders();
+        request.write(body.subarray(0, cut), () => setTimeout(() => request.end(body.subarray(cut)), 50));
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'ECONNREFUSED') throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}

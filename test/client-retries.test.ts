@@ -1,11 +1,9 @@
 // The TypeScript client waits out a real 429 and a real 503 (the database locked by another process
 // on SQLite, stopped on PostgreSQL), honouring Retry-After, and the create it retries is made once.
-import Database from 'better-sqlite3';
 import t from 'tap';
 import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
-import { backend, newDatabase, type Teardown } from './helpers/backend.js';
-import { startOwnPostgres } from './helpers/postgres.js';
+import { outage } from './helpers/outage.js';
 
 /** A client of `api` recording each retry; `beforeFirstRetry` runs once, before the first. */
 async function recordingClient(t: TapTest, api: TestApi, beforeFirstRetry?: () => Promise<void>) {
@@ -47,33 +45,6 @@ t.test('a 429 is waited out for as long as Retry-After says, then the call succe
   t.equal(created.status, 201);
   waitedOut(t, retries, 429, 'rate_limited');
 });
-
-/**
- * A database to serve from, what makes it unable to serve for a while, and what ends it. On
- * PostgreSQL a server of this test's own, which it stops: the run's shared one serves other files.
- */
-async function outage(
-  t: Teardown,
-): Promise<{ databaseUrl: string; begin: () => Promise<void>; end: () => Promise<void> }> {
-  if (backend === 'sqlite') {
-    const databaseUrl = await newDatabase(t);
-    // Another process holding SQLite's write lock: the server's writes are 503s until it lets go.
-    let other: Database.Database | undefined;
-    return {
-      databaseUrl,
-      begin: async () => {
-        other = new Database(databaseUrl);
-        other.exec('BEGIN IMMEDIATE');
-      },
-      end: async () => {
-        other?.exec('ROLLBACK');
-        other?.close();
-      },
-    };
-  }
-  const server = await startOwnPostgres(t);
-  return { databaseUrl: await server.newDatabase(t), begin: () => server.stop(), end: () => server.start() };
-}
 
 t.test('a 503 while the database cannot serve is waited out; the create is made once', async (t) => {
   const database = await outage(t);

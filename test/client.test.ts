@@ -1,16 +1,17 @@
 // The TypeScript client (clients/typescript) against the real server on a real socket, every answer
 // checked against the contract: paging, parameter styles, ETags and the 412 flow, typed errors,
 // retries of a create whose answer was lost, and no answer at all.
-import { createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import t from 'tap';
 import {
   canMove,
+  type ClientOptions,
   createClient,
-  type ErrorCode,
+  isKnownCode,
   isPetstoreError,
   PetstoreError,
   PetstoreNetworkError,
+  type ReportedCode,
   type Retry,
   type Status,
   transitions,
@@ -21,12 +22,12 @@ import { clientFiles } from '../scripts/contract/generate-client.js';
 import { validateContract } from '../src/contract/document.js';
 import { contractPath } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
-import type { Teardown } from './helpers/backend.js';
 import { contract } from './helpers/contract.js';
+import { closing, listening, losingFirstAnswer } from './helpers/lost-answer.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 /** A server of the backend under test, and clients of it sending through `conformingFetch`. */
-async function served(t: TapTest) {
+async function served(t: TapTest, options: Partial<ClientOptions> = {}) {
   const api = await startApi(t);
   const { origin, baseUrl } = await listen(t, api);
   const retries: Retry[] = [];
@@ -37,56 +38,9 @@ async function served(t: TapTest) {
       fetch: conformingFetch,
       backoffMs: 1,
       onRetry: (retry) => void retries.push(retry),
+      ...options,
     });
   return { api, client: clientAt(baseUrl), clientAt, retries, port: Number(new URL(origin).port) };
-}
-
-/** Closes a server listening on loopback, and every connection it holds. */
-function closing(t: Teardown, server: Server): void {
-  t.teardown(
-    () =>
-      new Promise((resolve) => {
-        server.close(resolve);
-        server.unref();
-      }),
-  );
-}
-
-async function listening(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
-
-/**
- * A loopback proxy to `port` that forwards the first request it gets and, once the server has
- * answered it, cuts the client's connection instead of passing the answer on: a response lost on
- * the way back. Every later connection is passed through whole.
- */
-async function losingFirstAnswer(t: Teardown, port: number): Promise<{ port: number; lost: () => boolean }> {
-  let connections = 0;
-  let lost = false;
-  const sockets = new Set<Socket>();
-  const proxy = createServer((client) => {
-    const first = connections++ === 0;
-    const upstream = new (client.constructor as typeof Socket)();
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => undefined);
-    }
-    upstream.connect(port, '127.0.0.1');
-    client.pipe(upstream);
-    if (!first) upstream.pipe(client);
-    else
-      upstream.once('data', () => {
-        lost = true;
-        client.destroy();
-        upstream.destroy();
-      });
-  });
-  closing(t, proxy);
-  t.teardown(() => sockets.forEach((socket) => socket.destroy()));
-  return { port: await listening(proxy), lost: () => lost };
 }
 
 t.test('each yields every item of a list, following Link: rel="next"; page gives the next cursor', async (t) => {
@@ -116,9 +70,8 @@ t.test('each yields every item of a list, following Link: rel="next"; page gives
   }
   t.same(sold, ids.slice(0, 20), 'filters are kept from page to page; ids are sent as the contract says (id=1,2)');
 
-  const webhooks = [];
-  for await (const webhook of client.each('listWebhooks')) webhooks.push(webhook);
-  t.same(webhooks, [], 'a list that does not page is one page');
+  const webhooks = await client.listWebhooks();
+  t.same(webhooks.data, [], 'a list that does not page is one call (each and page do not take it)');
 });
 
 t.test('create, rename with If-Match, and the 412 flow', async (t) => {
@@ -180,7 +133,7 @@ t.test('an error carries status, code, message and request id; the code is typed
   const error = await client.getOrder({ path: { orderId: 424242 } }).catch((caught: unknown) => caught);
   t.ok(error instanceof PetstoreError);
   if (!isPetstoreError(error, 'getOrder')) return;
-  const code: ErrorCode<'getOrder'> = error.code;
+  const code: ReportedCode<'getOrder'> = error.code;
   t.same(
     { status: error.status, code, operationId: error.operationId },
     { status: 404, code: 'not_found', operationId: 'getOrder' },
@@ -192,6 +145,59 @@ t.test('an error carries status, code, message and request id; the code is typed
     .updateOrder({ path: { orderId: 424242 }, body: { status: 'completed' } })
     .catch((caught: unknown) => caught);
   t.ok(isPetstoreError(conflict, 'updateOrder') && conflict.status === 404, 'a PATCH is not retried on a 4xx');
+});
+
+t.test('a code the contract does not list is reported apart, as unknown, with the code as sent', async (t) => {
+  const error = new PetstoreError('getOrder', 404, 'order_archived', 'archived', undefined, undefined, undefined);
+  t.equal(error.code, 'unknown');
+  t.equal(error.rawCode, 'order_archived');
+  t.notOk(isKnownCode(error));
+  const known = new PetstoreError('getOrder', 404, 'not_found', 'gone', undefined, undefined, undefined);
+  t.ok(isKnownCode(known) && known.code === 'not_found');
+});
+
+t.test('a precondition left undefined is refused before anything is sent', async (t) => {
+  const sent: string[] = [];
+  const { client } = await served(t, {
+    onRequest: (request) => void sent.push(`${request.method} ${new URL(request.url).pathname}`),
+  });
+  const created = await client.createPet({ body: { name: 'Rex', categoryId: 1 } });
+  const page = await client.listPets({ query: { limit: 10 } });
+  t.equal(page.etag, undefined, 'a page of several animals has no ETag');
+  sent.length = 0;
+  const refused = await client
+    .updatePet({
+      path: { petId: created.data.id },
+      header: { 'If-Match': page.etag as string },
+      body: { name: 'Stale' },
+    })
+    .catch((error: unknown) => error);
+  t.ok(refused instanceof TypeError, 'a TypeError');
+  t.match((refused as Error).message, /If-Match is undefined/);
+  t.same(sent, [], 'nothing was sent');
+  const read = await client.listPets({ query: { id: [created.data.id] } });
+  t.equal(read.data[0]?.name, 'Rex', 'the animal is unchanged');
+  t.type(read.etag, 'string', 'a page of one animal carries its ETag');
+});
+
+t.test('request and response hooks see every attempt, and the request hook may change it', async (t) => {
+  const seen: string[] = [];
+  const { client } = await served(t, {
+    onRequest: (request, { operationId, attempt }) => {
+      seen.push(`request ${operationId} ${attempt}`);
+      const headers = new Headers(request.headers);
+      headers.set('x-request-id', 'traced-1');
+      return new Request(request, { headers });
+    },
+    onResponse: async (response, { operationId, attempt, request }) => {
+      seen.push(`response ${operationId} ${attempt} ${response.status} ${request.headers.get('x-request-id')}`);
+      t.equal((await response.clone().json()) instanceof Array, true, 'the hook can read a clone');
+    },
+  });
+  const listed = await client.listPets();
+  t.equal(listed.requestId, 'traced-1', 'the header the hook set was sent');
+  t.same(listed.data, [], 'and the client still read the body');
+  t.same(seen, ['request listPets 1', 'response listPets 1 200 traced-1']);
 });
 
 t.test('a create whose first answer is lost is sent again with its Idempotency-Key, and replayed', async (t) => {
@@ -279,16 +285,20 @@ t.test("canMove answers from the contract's x-transitions", async (t) => {
   t.equal(canMove('placed', 'cancelled'), true);
 });
 
-t.test('an operation added to the contract is in the client generated from it, with no client code', async (t) => {
+t.test('an operation added to the contract is in both clients generated from it, with no client code', async (t) => {
   const edited = join(temporaryDirectory(t), 'openapi.yaml');
   writeFileSync(edited, withNewOperation(readFileSync(contractPath, 'utf8')));
-  const { dereferenced } = await validateContract(edited);
-  const generated = clientFiles('', dereferenced);
+  const generated = clientFiles('', await validateContract(edited));
   const table = [...generated].find(([file]) => file.endsWith('contract.ts'))?.[1] ?? '';
   const { operationId, method, path } = NEW_OPERATION;
   t.match(
     table,
     `"${operationId}": {\n    "method": "${method}",\n    "path": "${path}",`,
-    'its method is made from this table entry, as every other is',
+    'its TypeScript method is made from this table entry, as every other is',
   );
+  const python = [...generated].find(([file]) => file.endsWith('_generated/methods.py'))?.[1] ?? '';
+  const name = operationId.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+  t.equal(python.split(` def ${name}(\n`).length - 1, 2, `a Python method ${name}, on the sync and the async client`);
+  const operations = [...generated].find(([file]) => file.endsWith('_generated/operations.py'))?.[1] ?? '';
+  t.match(operations, `name="${name}",\n    method="${method}",\n    path="${path}",`, 'from its entry');
 });

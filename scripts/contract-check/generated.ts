@@ -11,8 +11,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { OpenApiDocument } from '../../src/contract/document.js';
-import { clientFiles, clientGeneratedDir } from '../contract/generate-client.js';
+import type { ClientContract } from '../contract/client-description.js';
+import { clientFiles, clientGeneratedDir, pythonGeneratedDir } from '../contract/generate-client.js';
 import { type Drift, files } from './drift.js';
 import { run } from './tools.js';
 
@@ -60,9 +60,12 @@ export function firstDifference(before: string, after: string): { line: number; 
   };
 }
 
+/** The files in `dir`, but Python's bytecode caches, which running the client in place writes. */
 function filesIn(dir: string): string[] {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => statSync(join(dir, name)).isFile());
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter(
+    (name) => !name.split('/').includes('__pycache__') && statSync(join(dir, name)).isFile(),
+  );
 }
 
 /**
@@ -70,7 +73,7 @@ function filesIn(dir: string): string[] {
  * a temporary folder, writes exactly the committed generated/: the same files, byte for byte; and
  * its client half writes exactly the client's committed generated/.
  */
-export async function checkGenerated(root: string, contract?: OpenApiDocument): Promise<Drift[]> {
+export async function checkGenerated(root: string, contract?: ClientContract): Promise<Drift[]> {
   const scratch = mkdtempSync(join(tmpdir(), 'petstore-generate-'));
   try {
     mkdirSync(join(scratch, 'scripts'));
@@ -91,14 +94,18 @@ export async function checkGenerated(root: string, contract?: OpenApiDocument): 
 }
 
 /**
- * The TypeScript client's generated/ is what the contract generates (`generate:client`): from the
- * types just generated and the contract as loaded; unchecked when the contract could not be.
+ * Each client's generated folder, TypeScript's and Python's, is what the contract generates
+ * (`generate:client`): from the types just generated and the contract as loaded; unchecked when the
+ * contract could not be.
  */
-function checkClient(root: string, types: string | undefined, contract: OpenApiDocument | undefined): Drift[] {
+function checkClient(root: string, types: string | undefined, contract: ClientContract | undefined): Drift[] {
   if (types === undefined || contract === undefined) return [];
-  const prefix = `${clientGeneratedDir}/`;
-  const generated = [...clientFiles(types, contract)].map(([file, text]) => [file.slice(prefix.length), text] as const);
-  return compare(root, clientGeneratedDir, new Map(generated));
+  const generated = [...clientFiles(types, contract)];
+  return [clientGeneratedDir, pythonGeneratedDir].flatMap((dir) => {
+    const prefix = `${dir}/`;
+    const mine = generated.filter(([file]) => file.startsWith(prefix));
+    return compare(root, dir, new Map(mine.map(([file, text]) => [file.slice(prefix.length), text])));
+  });
 }
 
 /** How the files in `dir` differ from `expected` (by name within `dir`): missing, extra or changed. */

@@ -60,7 +60,7 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
   const { contract, result: valid } = await loadValidContract(root);
   const independent = [
     attempt('lint', () => checkLint(root)),
-    attempt('generated', () => checkGenerated(root, contract?.dereferenced)),
+    attempt('generated', () => checkGenerated(root, contract)),
   ];
   if (contract === undefined) return [valid, ...(await Promise.all(independent))];
   const handlers = await attempt('handlers', () => checkHandlers(contract));

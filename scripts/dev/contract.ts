@@ -58,10 +58,7 @@ export async function checkContract(): Promise<boolean> {
     writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(version));
   }
   metaSchemaWritten = version;
-  const generated = new Map([
-    [generatedTypesFile, types.value],
-    ...clientFiles(types.value, validated.value.dereferenced),
-  ]);
+  const generated = new Map([[generatedTypesFile, types.value], ...clientFiles(types.value, validated.value)]);
   for (const [file, text] of generated) {
     if (readOrUndefined(join(projectRoot, file)) === text) continue;
     writeFileSync(join(projectRoot, file), text);

@@ -1,6 +1,6 @@
 import createFetchClient from 'openapi-fetch';
 import { PetstoreError, PetstoreNetworkError } from './errors.js';
-import { operations } from './generated/contract.js';
+import { type OperationDocs, operations } from './generated/contract.js';
 import { nextLink, queryString, retryAfterSeconds, sleep } from './http.js';
 import type { Arguments, CallOptions, Item, ListOperationId, OperationId, Page, Result, ResultOf } from './types.js';
 
@@ -19,10 +19,30 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Aborts every call of this client. */
   signal?: AbortSignal;
-  /** The fetch to send with (default: the global fetch). */
+  /**
+   * The fetch to send with (default: the global `fetch`): called with one argument, the `Request`
+   * to send (its URL, method, headers, body and signal set), and resolving to its `Response`.
+   */
   fetch?: (request: Request) => Promise<Response>;
   /** Called before each retry, which waits for what it returns. */
   onRetry?: (retry: Retry) => void | Promise<void>;
+  /**
+   * Called with each request as it is about to be sent (every attempt): for logging, metrics or
+   * headers. It may return a `Request` to send instead; the call waits for what it returns.
+   */
+  onRequest?: (request: Request, context: HookContext) => Request | undefined | Promise<Request | undefined>;
+  /**
+   * Called with each answer as it arrives (every attempt, errors included), before the client reads
+   * it; the call waits for what it returns. Read its body from `response.clone()`, if at all.
+   */
+  onResponse?: (response: Response, context: HookContext & { request: Request }) => void | Promise<void>;
+}
+
+/** Which call and which attempt a request or response hook sees. */
+export interface HookContext {
+  operationId: OperationId;
+  /** 1 for the first attempt, 2 for the first retry, ... */
+  attempt: number;
 }
 
 /** A retry about to be made: why, and how long it waits first. */
@@ -36,8 +56,13 @@ export interface Retry {
 
 type Operation = (typeof operations)[OperationId];
 
-/** One method per operation of the contract, by operationId, and the helpers that work across them. */
-export type PetstoreClient = { [K in OperationId]: (...args: Arguments<K>) => Promise<ResultOf<K>> } & {
+/**
+ * One method per operation of the contract, by operationId, each documented as the contract
+ * documents it (summary, description, deprecation), and the helpers that work across them.
+ */
+export type PetstoreClient = {
+  [K in keyof OperationDocs]: K extends OperationId ? (...args: Arguments<K>) => Promise<ResultOf<K>> : never;
+} & {
   /** One page of a list operation, with the cursor of the next. */
   page<K extends ListOperationId>(operationId: K, ...args: Arguments<K>): Promise<Page<K>>;
   /** Every item of a list operation, page after page (`Link: rel="next"`). */
@@ -73,9 +98,17 @@ export function createClient(options: ClientOptions): PetstoreClient {
   const fetchClient = createFetchClient({
     baseUrl: options.baseUrl,
     headers: { authorization: `Bearer ${options.apiKey}` },
-    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
   const request = fetchClient.request as unknown as LooseRequest;
+  const fetchRequest = options.fetch ?? ((input: Request) => globalThis.fetch(input));
+
+  /** The fetch of one attempt: the request and response hooks around the client's fetch. */
+  const hooked = (context: HookContext) => async (original: Request) => {
+    const sent = (await options.onRequest?.(original, context)) ?? original;
+    const response = await fetchRequest(sent);
+    await options.onResponse?.(response, { ...context, request: sent });
+    return response;
+  };
 
   /** How long to wait before trying again after `failure`, or undefined when it must not be retried. */
   function delayBefore(retry: number, operation: Operation, failure: PetstoreError | PetstoreNetworkError) {
@@ -96,6 +129,12 @@ export function createClient(options: ClientOptions): PetstoreClient {
   ): Promise<ResultOf<K>> {
     const operation: Operation = operations[operationId];
     const header = { ...input.header };
+    // A header left undefined (an ETag the read did not carry) would be no header: a write meant as
+    // conditional would then apply unconditionally. Refused before anything is sent.
+    const missing = Object.keys(header).filter((name) => header[name] === undefined);
+    if (missing.length > 0) {
+      throw new TypeError(`${operationId}: header ${missing.join(', ')} is undefined; give it a value or leave it out`);
+    }
     // One key for the call, so that its retries are answered with what the first attempt did.
     if ('idempotencyKey' in operation && !Object.keys(header).some((name) => /^idempotency-key$/i.test(name))) {
       header['Idempotency-Key'] = crypto.randomUUID();
@@ -103,9 +142,11 @@ export function createClient(options: ClientOptions): PetstoreClient {
     const signals = [options.signal, call.signal].filter((signal) => signal !== undefined);
     const attempts = call.attempts ?? settings.attempts;
     for (let attempt = 1; ; attempt++) {
-      let failure: PetstoreError<K> | PetstoreNetworkError;
+      // Any operation's error: what `onRetry` takes.
+      let failure: PetstoreError | PetstoreNetworkError;
       try {
         const { data, error, response } = await request(operation.method, operation.path, {
+          fetch: hooked({ operationId, attempt }),
           params: { path: input.path, header, query: input.query },
           querySerializer: (query: Record<string, unknown>) =>
             queryString(query, 'arrays' in operation ? operation.arrays : {}),
@@ -158,7 +199,7 @@ export function createClient(options: ClientOptions): PetstoreClient {
     for (let attempt = 1; ; attempt++) {
       const current = await read();
       const { etag } = current;
-      if (etag === undefined) throw new Error('modify: the read answered no ETag to send as If-Match');
+      if (etag === undefined) throw new TypeError('modify: the read answered no ETag to send as If-Match');
       try {
         return await write({ ...current, etag });
       } catch (error) {
@@ -187,7 +228,7 @@ function resultOf(data: unknown, response: Response): Result<unknown> {
   };
 }
 
-function errorOf<K extends OperationId>(operationId: K, response: Response, body: unknown): PetstoreError<K> {
+function errorOf(operationId: OperationId, response: Response, body: unknown): PetstoreError {
   const { code, message } = (typeof body === 'object' && body !== null ? body : {}) as {
     code?: unknown;
     message?: unknown;
@@ -195,7 +236,7 @@ function errorOf<K extends OperationId>(operationId: K, response: Response, body
   return new PetstoreError(
     operationId,
     response.status,
-    typeof code === 'string' ? code : 'unknown',
+    typeof code === 'string' ? code : '',
     typeof message === 'string' ? message : response.statusText,
     response.headers.get('x-request-id') ?? undefined,
     retryAfterSeconds(response.headers.get('retry-after')),

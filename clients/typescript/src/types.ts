@@ -1,5 +1,5 @@
 /** The types of each operation, derived from the generated contract types: no type here is written per operation. */
-import type { ErrorCodes, operations as operationTable } from './generated/contract.js';
+import type { ErrorCodes, operations as operationTable, UnknownCode } from './generated/contract.js';
 import type { operations } from './generated/openapi.js';
 
 /** An operation of the API, by its `operationId`. */
@@ -21,17 +21,25 @@ type Success<K extends OperationId> = Responses<K>[SuccessStatus<K>];
 /** What a success of operation K carries: its JSON body, or `undefined` when it has none (a 204). */
 export type Data<K extends OperationId> = Success<K> extends { content: infer C } ? C[keyof C] : undefined;
 
-/** The operations whose success is a list: `each` and `page` take them. */
-export type ListOperationId = { [K in OperationId]: Data<K> extends readonly unknown[] ? K : never }[OperationId];
+/** The operations that page (a list taking a cursor): `each` and `page` take them. A list of one page does not. */
+export type ListOperationId = {
+  [K in OperationId]: (typeof operationTable)[K] extends { cursor: string } ? K : never;
+}[OperationId];
 
 /** An item of list operation K. */
 export type Item<K extends ListOperationId> = Data<K> extends readonly (infer I)[] ? I : never;
 
 /**
- * A code the Error bodies of operation K may carry: the union its `x-error-codes` lists, kept open to
- * the codes later minor versions add (a code this version does not know is still a string).
+ * A code the Error bodies of operation K may carry: the closed union its `x-error-codes` lists, so
+ * that comparing with a code it never answers (or a misspelt one) does not compile.
  */
-export type ErrorCode<K extends OperationId> = Extract<ErrorCodes[K][keyof ErrorCodes[K]], string> | (string & {});
+export type ErrorCode<K extends OperationId> = Extract<ErrorCodes[K][keyof ErrorCodes[K]], string>;
+
+/**
+ * An error's `code`: one of operation K's codes, or `'unknown'` when the server answered a code this
+ * version of the contract does not list (a later minor version's); `rawCode` then holds it.
+ */
+export type ReportedCode<K extends OperationId> = ErrorCode<K> | UnknownCode;
 
 /** An answer that succeeded. */
 export interface Result<T, ETag = string | undefined> {
@@ -46,10 +54,13 @@ export interface Result<T, ETag = string | undefined> {
   headers: Headers;
 }
 
-/** A success of operation K, with an `etag` string when its success declares an `ETag` header. */
+/**
+ * A success of operation K: its `etag` a string when the contract says every success carries one,
+ * `string | undefined` when only some do (a page of `listPets` holding one animal).
+ */
 export type ResultOf<K extends OperationId> = Result<
   Data<K>,
-  Success<K> extends { headers: { ETag: string } } ? string : string | undefined
+  (typeof operationTable)[K] extends { etag: 'always' } ? string : string | undefined
 >;
 
 /** One page of list operation K: its items, and the cursor of the next page (undefined on the last). */

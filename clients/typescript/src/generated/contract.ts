@@ -11,20 +11,27 @@ export const operations = {
       }
     },
     "safeToResend": true,
-    "list": true,
-    "cursor": "cursor"
+    "cursor": "cursor",
+    "etag": "sometimes"
   },
   "createPet": {
     "method": "POST",
     "path": "/pets",
     "requestMediaType": "application/json",
     "safeToResend": true,
-    "idempotencyKey": true
+    "idempotencyKey": true,
+    "etag": "always"
   },
   "getPet": {
     "method": "GET",
     "path": "/pets/{petId}",
-    "safeToResend": true
+    "safeToResend": true,
+    "etag": "always",
+    "deprecated": {
+      "since": "2026-11-22",
+      "sunset": "2030-12-05",
+      "successor": "listPets"
+    }
   },
   "deletePet": {
     "method": "DELETE",
@@ -35,13 +42,13 @@ export const operations = {
     "method": "PATCH",
     "path": "/pets/{petId}",
     "requestMediaType": "application/merge-patch+json",
-    "safeToResend": false
+    "safeToResend": false,
+    "etag": "always"
   },
   "listOrders": {
     "method": "GET",
     "path": "/store/orders",
     "safeToResend": true,
-    "list": true,
     "cursor": "cursor"
   },
   "placeOrder": {
@@ -65,8 +72,7 @@ export const operations = {
   "listWebhooks": {
     "method": "GET",
     "path": "/webhooks",
-    "safeToResend": true,
-    "list": true
+    "safeToResend": true
   },
   "createWebhook": {
     "method": "POST",
@@ -103,10 +109,213 @@ export const operations = {
   "listWebhookDeliveries": {
     "method": "GET",
     "path": "/webhooks/{webhookId}/deliveries",
-    "safeToResend": true,
-    "list": true
+    "safeToResend": true
   }
 } as const;
+
+/** Each operation, documented as the contract documents it: the client's methods take these comments. */
+export interface OperationDocs {
+  /**
+   * List animals
+   *
+   * Returns the animals in ascending `id` order (creation order), at most `limit` of them.
+   * When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
+   * an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+   * `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
+   * `status`, only those that also have it. This is how to fetch one animal by its id: with a
+   * single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
+   *
+   * `GET /pets`; scope `pets:read`
+   */
+  listPets: 'listPets';
+  /**
+   * Add an animal
+   *
+   * Adds an animal to the catalogue. `status` defaults to `available`. The body must be
+   * `application/json` (a `charset=utf-8` parameter is allowed), uncompressed (no
+   * `Content-Encoding` but `identity`), at most 16 KiB, and hold only the fields of `NewPet`.
+   *
+   * `POST /pets`; scope `pets:write`
+   */
+  createPet: 'createPet';
+  /**
+   * Get an animal (deprecated)
+   *
+   * Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
+   * answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
+   * to the successor.
+   *
+   * `GET /pets/{petId}`; scope `pets:read`
+   * @deprecated since 2026-11-22; removed on 2030-12-05 (its Sunset). Use `listPets` instead.
+   */
+  getPet: 'getPet';
+  /**
+   * Remove an animal
+   *
+   * Removes the animal: it is gone from every list, and its id is never given to another.
+   * Removing it again is a `404`. An animal with a placed order cannot be removed (`409`
+   * `pet_on_order`): complete or cancel the order first. `If-Match` removes it only if it is
+   * as last seen, `If-None-Match` only if its `ETag` is not one named (`412` otherwise).
+   *
+   * `DELETE /pets/{petId}`; scope `pets:write`
+   */
+  deletePet: 'deletePet';
+  /**
+   * Change an animal
+   *
+   * Changes any of `name`, `categoryId` and `status` with a JSON merge patch (RFC 7396,
+   * `application/merge-patch+json`): the fields sent replace the stored ones; the others stay.
+   * The patch is as strict as a new animal: unknown fields, `null` and wrong types are `400`s,
+   * and so is an empty patch.
+   *
+   * A status moves only as `PetStatus` allows (`x-transitions`): `available` to `pending` or
+   * `sold`, `pending` to `available` or `sold`; `sold` is final. Any other move is a `409`
+   * `invalid_transition`; setting the status the animal already has is no move. While an order
+   * is placed for the animal, only the order moves it: a status change is a `409`
+   * `pet_on_order`. The check and the write are one transaction, so of two racing changes one
+   * applies first and the other is judged against its result.
+   *
+   * Send the `ETag` of the animal as you last saw it in `If-Match` to change it only if nobody
+   * changed it since (`412` otherwise). `If-None-Match` is honoured too (RFC 9110 13.1.2): a
+   * `412` when it names the current `ETag`, or is `*`. A patch that changes nothing keeps the
+   * `ETag`.
+   *
+   * `PATCH /pets/{petId}`; scope `pets:write`
+   */
+  updatePet: 'updatePet';
+  /**
+   * List orders
+   *
+   * Returns the store's orders in ascending `id` order (the order they were placed in), paged
+   * exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
+   * follow. Beta: it may change in a minor version.
+   *
+   * `GET /store/orders`; scope `orders:read`; stability: beta
+   */
+  listOrders: 'listOrders';
+  /**
+   * Reserve an animal
+   *
+   * Places an order for an available animal: the order is `placed` and the animal becomes
+   * `pending`, in one transaction. An animal that is not available, or does not exist, is a
+   * `409` `pet_not_available`; of two orders for the same animal at the same moment, on any
+   * instances, one is placed and the other is a `409`. `Idempotency-Key` makes it safe to
+   * retry, as for `POST /pets`. Beta: it may change in a minor version.
+   *
+   * `POST /store/orders`; scope `orders:write`; stability: beta
+   */
+  placeOrder: 'placeOrder';
+  /**
+   * Get an order
+   *
+   * The order. Beta: it may change in a minor version.
+   *
+   * `GET /store/orders/{orderId}`; scope `orders:read`; stability: beta
+   */
+  getOrder: 'getOrder';
+  /**
+   * Complete or cancel an order
+   *
+   * Moves a placed order to `completed` (the animal becomes `sold`) or `cancelled` (the animal
+   * is `available` again), in one transaction, with a JSON merge patch
+   * (`application/merge-patch+json`). Both are final (`OrderStatus`'s `x-transitions`): any
+   * other move is a `409` `invalid_transition`; setting the status the order already has
+   * changes nothing, so a retry is safe. Beta: it may change in a minor version.
+   *
+   * `PATCH /store/orders/{orderId}`; scope `orders:write`; stability: beta
+   */
+  updateOrder: 'updateOrder';
+  /**
+   * List webhook endpoints
+   *
+   * The endpoints of the account whose key sends the request, in ascending `id` order. Their
+   * signing secrets are never shown again.
+   *
+   * `GET /webhooks`; scope `webhooks:manage`
+   */
+  listWebhooks: 'listWebhooks';
+  /**
+   * Subscribe an endpoint
+   *
+   * Subscribes `url` to the `events` listed. The answer carries the endpoint's signing secret
+   * in `secret` (`whsec_` and base64): it is shown this once, so keep it. Only `http` and
+   * `https` URLs are taken, and by default none whose host is, or resolves to, a loopback,
+   * private, link-local, shared (CGNAT), multicast or unspecified address: such a URL is a
+   * `400` `webhook_url_refused` that says why (`WEBHOOK_ALLOWED_NETWORKS` allows named
+   * networks, for tests and private deployments); an IPv6 address that embeds an IPv4 one
+   * (IPv4-mapped or -compatible, NAT64, 6to4, Teredo) is judged by the IPv4 address it embeds.
+   * A URL with credentials (`user:password@`) is refused too: a receiver authenticates a
+   * message by its signature.
+   *
+   * Each event kind needs the scope that reads its data (its `x-scope` below: `pets:read` for
+   * `pet.*`, `orders:read` for `order.*`): a key without it gets `403` `insufficient_scope`
+   * naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
+   * more is a `409` `webhook_limit_reached`.
+   *
+   * `POST /webhooks`; scope `webhooks:manage`
+   */
+  createWebhook: 'createWebhook';
+  /**
+   * Get a webhook endpoint
+   *
+   * The endpoint, if it belongs to the account of the key: another account's is a `404`, as is
+   * one that does not exist. Its secret is not shown.
+   *
+   * `GET /webhooks/{webhookId}`; scope `webhooks:manage`
+   */
+  getWebhook: 'getWebhook';
+  /**
+   * Unsubscribe an endpoint
+   *
+   * The endpoint is removed; nothing more is sent to it, pending deliveries included.
+   *
+   * `DELETE /webhooks/{webhookId}`; scope `webhooks:manage`
+   */
+  deleteWebhook: 'deleteWebhook';
+  /**
+   * Change a webhook endpoint
+   *
+   * Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+   * (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
+   * or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
+   * checked as at creation. The key must hold the scope of every kind the endpoint is
+   * subscribed to once changed (`x-scope`), or the change is a `403` `insufficient_scope`.
+   *
+   * `PATCH /webhooks/{webhookId}`; scope `webhooks:manage`
+   */
+  updateWebhook: 'updateWebhook';
+  /**
+   * Send a test event
+   *
+   * Queues a `webhook.test` event for this endpoint alone, delivered, signed and retried like
+   * any other. An endpoint that is disabled is a `409` `webhook_disabled`: enable it first.
+   *
+   * `POST /webhooks/{webhookId}/test`; scope `webhooks:manage`
+   */
+  testWebhook: 'testWebhook';
+  /**
+   * Rotate the signing secret
+   *
+   * Issues a new signing secret, shown this once in `secret`. For a grace period
+   * (`WEBHOOK_SECRET_GRACE`, default 24 hours) every message is signed with both the new and
+   * the previous secret (`webhook-signature` lists both), so the receiver can switch to the new
+   * one at its own pace; after it, with the new one only.
+   *
+   * `POST /webhooks/{webhookId}/secret`; scope `webhooks:manage`
+   */
+  rotateWebhookSecret: 'rotateWebhookSecret';
+  /**
+   * List recent delivery attempts
+   *
+   * The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
+   * event's id and type, the attempt's number, the response status or the error, how long it
+   * took, and when the next attempt is due, if any. Attempts are kept for
+   * `WEBHOOK_RETENTION` (default 7 days).
+   *
+   * `GET /webhooks/{webhookId}/deliveries`; scope `webhooks:manage`
+   */
+  listWebhookDeliveries: 'listWebhookDeliveries';
+}
 
 /** Per operation, per status, the codes of its Error bodies (`x-error-codes`); `{}` where the contract does not list them. */
 export interface ErrorCodes {
@@ -128,6 +337,622 @@ export interface ErrorCodes {
   rotateWebhookSecret: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
   listWebhookDeliveries: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
 }
+
+/** The same codes, for the client to tell a code it knows from one a later version added. */
+export const errorCodes: Record<string, Record<string, readonly string[]>> = {
+  "listPets": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "createPet": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "422": [
+      "idempotency_key_reused"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "getPet": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "deletePet": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "409": [
+      "pet_on_order"
+    ],
+    "412": [
+      "precondition_failed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "updatePet": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "409": [
+      "invalid_transition",
+      "pet_on_order"
+    ],
+    "412": [
+      "precondition_failed"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "listOrders": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "placeOrder": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "409": [
+      "pet_not_available"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "422": [
+      "idempotency_key_reused"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "getOrder": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "updateOrder": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "409": [
+      "invalid_transition"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "listWebhooks": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "createWebhook": {
+    "400": [
+      "invalid_request",
+      "malformed_json",
+      "webhook_url_refused"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "409": [
+      "webhook_limit_reached"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "getWebhook": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "deleteWebhook": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "updateWebhook": {
+    "400": [
+      "invalid_request",
+      "malformed_json",
+      "webhook_url_refused"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "408": [
+      "request_timeout"
+    ],
+    "413": [
+      "payload_too_large"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "testWebhook": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "409": [
+      "webhook_disabled"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "rotateWebhookSecret": {
+    "400": [
+      "invalid_request",
+      "malformed_json"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  },
+  "listWebhookDeliveries": {
+    "400": [
+      "invalid_request"
+    ],
+    "401": [
+      "unauthorized"
+    ],
+    "403": [
+      "insufficient_scope"
+    ],
+    "404": [
+      "not_found"
+    ],
+    "405": [
+      "method_not_allowed"
+    ],
+    "415": [
+      "unsupported_media_type"
+    ],
+    "429": [
+      "rate_limited"
+    ],
+    "500": [
+      "internal_error"
+    ],
+    "501": [
+      "not_implemented"
+    ],
+    "503": [
+      "service_unavailable"
+    ]
+  }
+};
+
+/** The code an error reports when the server answered one this version of the contract does not list. */
+export const unknownCode = 'unknown';
+export type UnknownCode = typeof unknownCode;
 
 /** Per event type, the JSON Schema of its payload. */
 export const eventSchemas: Record<string, object> = {
