@@ -78,13 +78,15 @@ function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
       clearTimeout(timer);
       if (pid !== undefined) running.delete(pid);
       const output = Buffer.concat(chunks).toString() + note;
+      const counted = assertionsIn(output);
       resolve({
         job,
-        passed,
+        // A file that exits 0 while its own summary counts a failure has failed all the same.
+        passed: passed && (counted.assertions?.failed ?? 0) === 0,
         started,
         seconds: (performance.now() - started) / 1000,
         output,
-        ...assertionsIn(output),
+        ...counted,
       });
     };
     child.on('error', (error) => finish(false, `\n${job.program}: ${error.message}\n`));
