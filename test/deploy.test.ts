@@ -97,10 +97,11 @@ t.test(
     // A database that does not exist yet, on the tests' server: the script creates it.
     const existing = await (await sharedPostgres()).newDatabase(t);
     const databaseName = `${new URL(existing).pathname.slice(1)}_deploy`;
-    // With a password, which nothing the script prints may carry (the tests' server does not ask for it).
-    const password = 'do-not-print-this-password';
+    // With a password, which nothing the script prints may carry: the tests' server's own (an
+    // embedded server asks for it), or one a server that trusts loopback ignores.
     const withPassword = new URL(databaseUrl(existing, databaseName));
-    withPassword.password = password;
+    withPassword.password ||= 'do-not-print-this-password';
+    const password = decodeURIComponent(withPassword.password);
     t.teardown(() =>
       onServer(databaseUrl(existing, 'postgres'), `DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`),
     );
