@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { Claims } from './idempotency.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { lockPet, setPetStatus } from './pets.js';
 import { firstRow, onlyRow, rows, TIMESTAMP, transaction } from './queries.js';
 import { type Order, ORDER_EVENTS, type OrderRepository } from '../types.js';

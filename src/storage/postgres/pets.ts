@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Claims } from './idempotency.js';
-import { insertEmitting, type Outbox } from './webhooks.js';
+import { insertEmitting, type Outbox } from './webhooks/outbox.js';
 import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
 import { stillAt, SubscriptionHints } from './subscriptions.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { BOUND_LIMIT } from './statements.js';
 import {
   type Order,

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { atomic } from './group-commit.js';
 import { BOUND_LIMIT } from './statements.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
