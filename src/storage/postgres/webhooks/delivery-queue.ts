@@ -69,6 +69,9 @@ const NEXT_DUE = `WITH ${inFlight('$1')} SELECT least(
     (SELECT min(f.until) FROM in_flight f JOIN webhook_endpoints w ON w.id = f.endpoint_id WHERE w.enabled),
     (SELECT min(created_at) FROM webhook_events WHERE NOT fanned_out)) AS at`;
 
+/** An endpoint's failing time after a batch: endpointHealth's, or what it was if the batch had no success. */
+const FAILING_SINCE = 'CASE WHEN h.reset THEN h.failing_since ELSE coalesce(w.failing_since, h.failing_since) END';
+
 /**
  * The queue of messages, shared by every instance: a claim takes due rows with FOR UPDATE SKIP
  * LOCKED and leases them, so two instances never take the same attempt, and a dead instance's
@@ -144,18 +147,26 @@ export function deliveryQueue(pool: Pool, listen: Listen, outbox: Outbox, now: (
             settled.map((o) => (pending(o) ? o.next : null)),
           ],
         });
-        for (const health of endpointHealth(settled)) {
-          await rows(client, {
-            name: 'webhooks-endpoint-health',
-            text: `UPDATE webhook_endpoints SET
-                     failing_since = CASE WHEN $2 THEN $3 ELSE coalesce(failing_since, $3) END,
-                     enabled = enabled AND $4::text IS NULL,
-                     disabled_reason = coalesce($4, disabled_reason),
-                     updated_at = coalesce($5, updated_at)
-                   WHERE id = $1`,
-            values: [health.endpointId, health.reset, health.failingSince, health.disable, health.disabledAt],
-          });
-        }
+        // What the batch leaves of each endpoint's health (endpointHealth), in one statement; only
+        // an endpoint whose health changes is written, not its row again on every delivery.
+        const health = endpointHealth(settled);
+        await rows(client, {
+          name: 'webhooks-endpoint-health',
+          text: `UPDATE webhook_endpoints w SET failing_since = ${FAILING_SINCE},
+                   enabled = w.enabled AND h.disable IS NULL,
+                   disabled_reason = coalesce(h.disable, w.disabled_reason),
+                   updated_at = coalesce(h.disabled_at, w.updated_at)
+                 FROM unnest($1::bigint[], $2::boolean[], $3::bigint[], $4::text[], $5::bigint[])
+                   AS h (id, reset, failing_since, disable, disabled_at)
+                 WHERE w.id = h.id AND (h.disable IS NOT NULL OR w.failing_since IS DISTINCT FROM ${FAILING_SINCE})`,
+          values: [
+            health.map((h) => h.endpointId),
+            health.map((h) => h.reset),
+            health.map((h) => h.failingSince),
+            health.map((h) => h.disable),
+            health.map((h) => h.disabledAt),
+          ],
+        });
       }),
     saturated: async () => waitingForClient(pool) > 0,
     release: async (ids) => {
