@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import t from 'tap';
 import type { WebhookDelivery } from '../src/domain/events.js';
-import { retryDelay } from '../src/events/dispatcher.js';
+import { retryDelay } from '../src/domain/retry-policy.js';
 import { RESPONSE_BODY_LIMIT, retryAfterMs } from '../src/events/sender.js';
 import { issueKey } from '../src/auth/api-keys.js';
 import type { AttemptOutcome, Pet } from '../src/storage/types.js';

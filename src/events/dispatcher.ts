@@ -6,6 +6,8 @@ import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
 import type { DeliveryTracing } from './tracing.js';
 import { eventIdOf } from '../domain/events.js';
+import { disableReason } from '../domain/endpoint-health.js';
+import { nextAttempt, pastTheLimit } from '../domain/retry-policy.js';
 
 /** How long a shutdown waits for attempts in flight before giving the rest back. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -14,25 +16,7 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
 /** While the event loop is busy, how soon the worker looks again whether it still is. */
 const YIELD_RECHECK_MS = 50;
 
-/** Within ±10% of `delay`, so that endpoints failing together do not retry together. */
-function jittered(delay: number): number {
-  return Math.round(delay * (0.9 + Math.random() * 0.2));
-}
-
-/**
- * The delay before the attempt after `attempt`, or undefined when it was the last. A `Retry-After`
- * (on a 429 or a 503) longer than the scheduled delay is waited instead, up to the schedule's longest
- * delay: a receiver cannot put its retries further off than the schedule would.
- */
-export function retryDelay(schedule: readonly number[], attempt: number, result: SendResult): number | undefined {
-  const scheduled = schedule[attempt];
-  if (scheduled === undefined) return undefined;
-  const retryAfter =
-    'status' in result && (result.status === 429 || result.status === 503) ? result.retryAfterMs : undefined;
-  return Math.max(jittered(scheduled), Math.min(retryAfter ?? 0, Math.max(...schedule)));
-}
-
-/** What an attempt's result means for the message and its endpoint. */
+/** What an attempt's result means for the message and its endpoint (domain/: the retry policy, endpoint health). */
 export function outcomeOf(
   delivery: ClaimedDelivery,
   result: SendResult,
@@ -40,24 +24,15 @@ export function outcomeOf(
   settings: Pick<WebhookSettings, 'retrySchedule' | 'disableAfterMs'>,
 ): AttemptOutcome {
   const base = { delivery, attemptedAt, durationMs: result.durationMs };
-  if ('status' in result && result.status >= 200 && result.status < 300) {
-    return { ...base, responseStatus: result.status, next: 'delivered' };
-  }
+  const next = nextAttempt(settings.retrySchedule, delivery.attempt, result, attemptedAt);
   const answer = 'status' in result ? { responseStatus: result.status } : { error: result.error };
-  if ('status' in result && result.status === 410) {
-    return { ...base, ...answer, next: 'dead', disable: 'the endpoint answered 410 Gone' };
-  }
-  const failingFor = attemptedAt - (delivery.failingSince ?? attemptedAt);
-  const disable =
-    failingFor >= settings.disableAfterMs
-      ? `every attempt failed for ${Math.round(failingFor / 60_000)} minutes, since ${new Date(delivery.failingSince ?? attemptedAt).toISOString()}`
-      : undefined;
-  const delay = retryDelay(settings.retrySchedule, delivery.attempt, result);
-  return { ...base, ...answer, next: delay === undefined ? 'dead' : attemptedAt + delay, disable };
+  if (next === 'delivered') return { ...base, ...answer, next };
+  const disable = disableReason(result, delivery.failingSince, attemptedAt, settings.disableAfterMs);
+  return { ...base, ...answer, next, disable };
 }
 
 /** A message claimed past its last attempt: dead, with why, and not sent. */
-function pastTheLimit(delivery: ClaimedDelivery, attemptedAt: number): AttemptOutcome {
+function unsent(delivery: ClaimedDelivery, attemptedAt: number): AttemptOutcome {
   return {
     delivery,
     attemptedAt,
@@ -212,10 +187,10 @@ export class Dispatcher {
     this.inFlightTo.set(endpointId, (this.inFlightTo.get(endpointId) ?? 0) + 1);
     const attempted = (async () => {
       const attemptedAt = Date.now();
-      if (delivery.attempt > this.settings.retrySchedule.length) {
+      if (pastTheLimit(this.settings.retrySchedule, delivery.attempt)) {
         // Claimed again once its lease ended, after its last attempt: that attempt's outcome was
         // never recorded (an instance stopped while making it). Nothing is sent past the limit.
-        await this.record(pastTheLimit(delivery, attemptedAt));
+        await this.record(unsent(delivery, attemptedAt));
         return;
       }
       const span = this.tracing?.startAttempt(delivery);

@@ -4,6 +4,7 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import { type AddressGuard, webhookUrl } from './address-guard.js';
 import { isHttpStatus, notAStatus } from '../domain/events.js';
+import type { ReceiverAnswer } from '../domain/retry-policy.js';
 
 /** A message to POST, signed with each of `secrets` (two while a rotated one's grace lasts). */
 export interface SignedMessage {
@@ -15,10 +16,7 @@ export interface SignedMessage {
   traceParent?: string | undefined;
 }
 
-/** What a receiver answered: an HTTP status (100-599), or why there is none. */
-type Answer = { status: number; retryAfterMs?: number | undefined } | { error: string };
-
-export type SendResult = Answer & { durationMs: number };
+export type SendResult = ReceiverAnswer & { durationMs: number };
 
 /**
  * Standard Webhooks' `v1` signature: HMAC-SHA256 of `id.timestamp.body` keyed by the bytes the
@@ -79,7 +77,7 @@ export function retryAfterMs(value: string | undefined, now: number): number | u
 }
 
 /** What a status line says: a status of HTTP's 100-599, or an error (`HTTP/1.1 999` is no status). */
-function answerOf(status: number | undefined, retryAfter: number | undefined): Answer {
+function answerOf(status: number | undefined, retryAfter: number | undefined): ReceiverAnswer {
   return isHttpStatus(status) ? { status, retryAfterMs: retryAfter } : { error: notAStatus(status) };
 }
 
@@ -116,7 +114,7 @@ export class Sender {
         lookup: this.guard.lookup,
       });
       let done = false;
-      const finish = (answer: Answer) => {
+      const finish = (answer: ReceiverAnswer) => {
         if (done) return;
         done = true;
         clearTimeout(deadline);
@@ -126,7 +124,7 @@ export class Sender {
             : { ...answer, durationMs: durationMs() },
         );
       };
-      const giveUp = (answer: Answer) => {
+      const giveUp = (answer: ReceiverAnswer) => {
         finish(answer);
         request.destroy();
       };

@@ -10,7 +10,9 @@ import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
 import { firstRow, waitingForClient } from './queries.js';
 import { giveUpAfter } from './read-timeout.js';
-import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
+import { deliveryQueue } from './webhooks/delivery-queue.js';
+import { webhookRepository } from './webhooks/endpoints.js';
+import { Outbox } from './webhooks/outbox.js';
 
 export interface PostgresOptions {
   /** A `postgres://` URL, as node-postgres takes it (`sslmode` and all). */

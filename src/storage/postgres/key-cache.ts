@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { KeyHash, Principal } from '../types.js';
 import type { Listen } from './listen.js';
 
-/** Where migration 009's trigger announces every committed change to `api_keys`. */
+/** Where migration 011's trigger announces every committed change to `api_keys`. */
 const CHANNEL = 'petstore_api_keys';
 
 /**

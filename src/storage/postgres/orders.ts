@@ -1,9 +1,10 @@
 import type { Pool } from 'pg';
 import type { Claims } from './idempotency.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { lockPet, setPetStatus } from './pets.js';
 import { firstRow, onlyRow, rows, TIMESTAMP, transaction } from './queries.js';
 import { type Order, ORDER_EVENTS, type OrderRepository } from '../types.js';
+import { pageOf, rowsFor } from '../paging.js';
 
 const ORDER_COLUMNS = `id, pet_id AS "petId", status, ${TIMESTAMP('placed_at')} AS "placedAt",
   ${TIMESTAMP('updated_at')} AS "updatedAt"`;
@@ -25,11 +26,9 @@ export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now:
     list: async ({ limit, status, afterId = 0 }) => {
       const query =
         status === undefined
-          ? { name: 'orders-list', text: ORDER_SQL.list, values: [afterId, limit + 1] }
-          : { name: 'orders-list-status', text: ORDER_SQL.listByStatus, values: [status, afterId, limit + 1] };
-      const found = await rows<Order>(pool, query);
-      const hasMore = found.length > limit;
-      return { items: hasMore ? found.slice(0, limit) : found, hasMore };
+          ? { name: 'orders-list', text: ORDER_SQL.list, values: [afterId, rowsFor(limit)] }
+          : { name: 'orders-list-status', text: ORDER_SQL.listByStatus, values: [status, afterId, rowsFor(limit)] };
+      return pageOf(await rows<Order>(pool, query), limit);
     },
     get: byId,
     // The pet's row is locked first: two orders for it, on any instances, are decided one after the other.

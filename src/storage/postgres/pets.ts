@@ -1,10 +1,11 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Claims } from './idempotency.js';
-import { insertEmitting, type Outbox } from './webhooks.js';
+import { insertEmitting, type Outbox } from './webhooks/outbox.js';
 import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
 import { stillAt, SubscriptionHints } from './subscriptions.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
 import { type PetRow, versioned } from '../pet-rows.js';
+import { pageOf, rowsFor } from '../paging.js';
 
 const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
 /** A Pet's fields, as PET_COLUMNS names them and versioned() reads them. */
@@ -61,16 +62,16 @@ async function getPet(db: Queryable, id: number): Promise<VersionedPet | undefin
 
 export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRepository {
   const subscriptions = new SubscriptionHints(pool);
-  // limit + 1 rows tell whether another page follows without a second query.
   const list = (afterId: number, limit: number, status: string | undefined, ids: readonly number[] | undefined) => {
+    const read = rowsFor(limit);
     if (ids === undefined) {
       return status === undefined
-        ? { name: 'pets-list', text: PET_SQL.list, values: [afterId, limit + 1] }
-        : { name: 'pets-list-status', text: PET_SQL.listByStatus, values: [status, afterId, limit + 1] };
+        ? { name: 'pets-list', text: PET_SQL.list, values: [afterId, read] }
+        : { name: 'pets-list-status', text: PET_SQL.listByStatus, values: [status, afterId, read] };
     }
     return status === undefined
-      ? { name: 'pets-list-ids', text: PET_SQL.listByIds, values: [ids, afterId, limit + 1] }
-      : { name: 'pets-list-ids-status', text: PET_SQL.listByIdsAndStatus, values: [ids, status, afterId, limit + 1] };
+      ? { name: 'pets-list-ids', text: PET_SQL.listByIds, values: [ids, afterId, read] }
+      : { name: 'pets-list-ids-status', text: PET_SQL.listByIdsAndStatus, values: [ids, status, afterId, read] };
   };
   const insert = async (client: PoolClient, pet: NewPetRecord) => {
     const created = versioned(
@@ -109,9 +110,7 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
 
   return {
     list: async ({ limit, status, ids, afterId = 0 }) => {
-      const found = await rows<PetRow>(pool, list(afterId, limit, status, ids));
-      const hasMore = found.length > limit;
-      return { items: (hasMore ? found.slice(0, limit) : found).map(versioned), hasMore };
+      return pageOf(await rows<PetRow>(pool, list(afterId, limit, status, ids)), limit, versioned);
     },
     create: async (pet, claim) =>
       claim === undefined

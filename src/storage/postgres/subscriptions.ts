@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { EventType } from '../../domain/events.js';
 import { onlyRow } from './queries.js';
 
-/** What an instance last learnt of an event kind's subscribers, and at which version of the set (migration 011). */
+/** What an instance last learnt of an event kind's subscribers, and at which version of the set (migration 012). */
 export interface Subscribed {
   version: number;
   anyone: boolean;

@@ -8,7 +8,9 @@ import { Claims } from './idempotency.js';
 import { migrate } from './migrate.js';
 import { orderRepository } from './orders.js';
 import { petRepository } from './pets.js';
-import { deliveryQueue, Outbox, webhookRepository } from './webhooks.js';
+import { deliveryQueue } from './webhooks/delivery-queue.js';
+import { webhookRepository } from './webhooks/endpoints.js';
+import { Outbox } from './webhooks/outbox.js';
 import { GroupCommit } from './group-commit.js';
 import type { Synchronous } from './synchronous.js';
 

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
 import { petStates, petStatusSetter } from './pets.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { BOUND_LIMIT } from './statements.js';
 import {
   type Order,
@@ -14,6 +14,7 @@ import {
   type PetState,
   type PetStatus,
 } from '../types.js';
+import { pageOf, rowsFor } from '../paging.js';
 
 const ORDER_COLUMNS = 'id, pet_id AS petId, status, placed_at AS placedAt, updated_at AS updatedAt';
 
@@ -72,9 +73,10 @@ export function orderRepository(
   return {
     list: ({ limit, status, afterId = 0 }) => {
       const rows =
-        status === undefined ? list.all.all(afterId, limit + 1) : list.byStatus.all(status, afterId, limit + 1);
-      const hasMore = rows.length > limit;
-      return { items: hasMore ? rows.slice(0, limit) : rows, hasMore };
+        status === undefined
+          ? list.all.all(afterId, rowsFor(limit))
+          : list.byStatus.all(status, afterId, rowsFor(limit));
+      return pageOf(rows, limit);
     },
     get: (id) => byId.get(id),
     place: (petId, check, claim) => place(petId, check, claim),

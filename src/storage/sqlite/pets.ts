@@ -1,10 +1,11 @@
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './synchronous.js';
 import type { Claims } from './idempotency.js';
-import type { Outbox } from './webhooks.js';
+import type { Outbox } from './webhooks/outbox.js';
 import { atomic } from './group-commit.js';
 import { BOUND_LIMIT } from './statements.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
+import { pageOf, rowsFor } from '../paging.js';
 
 const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
 /** PET_COLUMNS and the version, as a pet's row is read: an array (better-sqlite3's raw mode). */
@@ -44,8 +45,7 @@ export function petStatusSetter(db: Database.Database, outbox: Outbox): (id: num
 }
 
 export function petRepository(db: Database.Database, claims: Claims, outbox: Outbox): Synchronous<PetRepository> {
-  // limit + 1 rows tell whether another page follows without a second query. A list of ids is
-  // bound as one JSON array.
+  // A list of ids is bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
   const list = {
     all: db
@@ -136,13 +136,12 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
       const rows =
         only === undefined
           ? status === undefined
-            ? list.all.all(afterId, limit + 1)
-            : list.byStatus.all(status, afterId, limit + 1)
+            ? list.all.all(afterId, rowsFor(limit))
+            : list.byStatus.all(status, afterId, rowsFor(limit))
           : status === undefined
-            ? list.byIds.all(JSON.stringify(only), afterId, limit + 1)
-            : list.byIdsAndStatus.all(JSON.stringify(only), status, afterId, limit + 1);
-      const hasMore = rows.length > limit;
-      return { items: (hasMore ? rows.slice(0, limit) : rows).map(versioned), hasMore };
+            ? list.byIds.all(JSON.stringify(only), afterId, rowsFor(limit))
+            : list.byIdsAndStatus.all(JSON.stringify(only), status, afterId, rowsFor(limit));
+      return pageOf(rows, limit, versioned);
     },
     create: (pet, claim) => {
       if (claim !== undefined) return createClaimed(pet, claim);

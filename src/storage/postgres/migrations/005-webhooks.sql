@@ -1,4 +1,4 @@
--- The same as SQLite's 005, in PostgreSQL's types; events is a jsonb array of event types.
+-- The same as SQLite's, in PostgreSQL's types; events is a jsonb array of event types.
 CREATE TABLE webhook_endpoints (
   id                          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   account_id                  bigint  NOT NULL REFERENCES accounts (id),

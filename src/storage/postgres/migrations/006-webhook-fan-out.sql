@@ -1,4 +1,4 @@
--- As SQLite's 006: a change writes only its event, with the endpoints subscribed when it
+-- As SQLite's: a change writes only its event, with the endpoints subscribed when it
 -- committed, and the worker makes the deliveries. Events still to be made into deliveries are
 -- found by the partial index, not by a mark: ids are taken before commit, so a lower id can
 -- commit after a higher one. The delivery row, its three index entries and its two foreign-key

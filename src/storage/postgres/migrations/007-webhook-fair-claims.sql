@@ -1,4 +1,4 @@
--- As SQLite's 007: claims are fair (docs/events.md, "Fair delivery"): each endpoint's first due
+-- As SQLite's: claims are fair (docs/events.md, "Fair delivery"): each endpoint's first due
 -- messages are read in its own order, and the messages in flight (leased) are counted per endpoint.
 DROP INDEX webhook_deliveries_due;
 CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at) WHERE state = 'pending';

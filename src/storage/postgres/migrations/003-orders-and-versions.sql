@@ -1,4 +1,4 @@
--- The same as SQLite's 003, in PostgreSQL's types.
+-- The same as SQLite's, in PostgreSQL's types.
 -- A pet's version, incremented by every change: its ETag.
 ALTER TABLE pets ADD COLUMN version bigint NOT NULL DEFAULT 1;
 
