@@ -38,7 +38,13 @@ t.test('a request goes up through each later version in order, its answer down i
   ]);
   t.equal(chain.newest, 3);
   // Up: v1's `title` becomes v2's `label`, then v3's `name`.
-  const request = chain.requestUp(1, { operationId: 'createThing', headers: {}, query: {}, body: { title: 'Rex' } });
+  const request = chain.requestUp(1, {
+    operationId: 'createThing',
+    headers: {},
+    params: {},
+    query: {},
+    body: { title: 'Rex' },
+  });
   t.same(request.body, { name: 'Rex' }, 'a v1 request reaches the handler in the newest words');
   t.same(seen.splice(0), ['v2 up', 'v3 up'], 'through v2 first, then v3');
   const response = chain.responseDown(1, {

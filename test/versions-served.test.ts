@@ -5,6 +5,7 @@ import { parseDocument } from 'yaml';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { ResponseConformance } from '../src/contract/response-conformance.js';
+import type { VersionChange } from '../src/versions/change.js';
 import { API_VERSIONS } from '../src/versions/index.js';
 import { servedContracts } from '../src/versions/served.js';
 import { newestRelease } from '../scripts/contract-check/breaking.js';
@@ -94,6 +95,88 @@ t.test('v1 and v2 served side by side from one implementation and one database',
   t.equal((await request('GET', '/v2/pets', undefined, {})).statusCode, 401, 'and authenticate as v1 does');
   const unknown = await api.app.inject({ method: 'GET', url: '/v3/pets', headers: api.auth });
   t.equal(unknown.statusCode, 404, 'a version not served is a path not served');
+});
+
+/**
+ * A change made for the test, observable through a contract that did not change: v2 keeps in a
+ * pet's name that it was named through v1, which v1 never sees, and v1's errors say they came
+ * down through it (a header, and their message).
+ */
+const namedThroughV1: VersionChange = {
+  description: 'A pet named through v1 says so in v2.',
+  covers: [],
+  requestUp: (request) => {
+    const body = request.body as { name?: unknown } | undefined;
+    if (typeof body?.name === 'string') request.body = { ...body, name: `${body.name} (v1)` };
+  },
+  responseDown: (response) => {
+    if (response.status >= 400) {
+      const error = response.body as { message: string };
+      response.body = { ...error, message: `${error.message} [v1]` };
+      response.headers['x-answered-as'] = 'v1';
+      return;
+    }
+    const strip = (pet: unknown) => {
+      const { name } = (pet ?? {}) as { name?: unknown };
+      return typeof name === 'string' ? { ...(pet as object), name: name.replace(/ \(v1\)$/, '') } : pet;
+    };
+    response.body = Array.isArray(response.body) ? response.body.map(strip) : strip(response.body);
+  },
+};
+
+t.test('an older version is answered through the changes since: requests up, answers and errors down', async (t) => {
+  const v2 = await v2Contract(t);
+  const api = await startApi(t, {
+    versions: {
+      contract: v2,
+      olderContracts: [v1],
+      apiVersions: [
+        { major: 1, changes: [] },
+        { major: 2, changes: [namedThroughV1] },
+      ],
+    },
+  });
+  const conformance = new Map([
+    ['/v1', new ResponseConformance(v1)],
+    ['/v2', new ResponseConformance(v2)],
+  ]);
+  const request = async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
+    const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
+    const checker = conformance.get(url.slice(0, 3));
+    t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
+    return response;
+  };
+
+  const created = await request('POST', '/v1/pets', { name: 'Rex', categoryId: 1 });
+  t.equal(created.statusCode, 201);
+  const { id, name } = created.json<{ id: number; name: string }>();
+  t.equal(name, 'Rex', 'v1 sees the pet as it named it');
+  t.match((await request('GET', `/v2/pets?id=${id}`)).json(), [{ id, name: 'Rex (v1)' }], 'v2 sees it migrated up');
+  t.match((await request('GET', `/v1/pets/${id}`)).json(), { id, name: 'Rex' }, 'and v1 reads it down again');
+  t.match((await request('GET', `/v1/pets?id=${id}`)).json(), [{ id, name: 'Rex' }], 'in a list too');
+
+  for (const [what, method, url, payload, headers, status] of [
+    ['a refusal written raw (401)', 'GET', '/v1/pets', undefined, {}, 401],
+    ['the same refusal again', 'GET', '/v1/pets', undefined, {}, 401],
+    ['a validation failure', 'POST', '/v1/pets', { categoryId: 1 }, api.auth, 400],
+    ["a path's other method (405)", 'PUT', '/v1/pets', undefined, api.auth, 405],
+    ['a path not served (404)', 'GET', '/v1/kennels', undefined, api.auth, 404],
+    ['a pet not found', 'GET', '/v1/pets/999999', undefined, api.auth, 404],
+  ] as const) {
+    const answer = await request(method, url, payload, headers);
+    t.equal(answer.statusCode, status, what);
+    t.match(answer.json(), { message: / \[v1\]$/, status }, `${what}: v1's error, through the change`);
+    t.equal(answer.headers['x-answered-as'], 'v1', `${what}: with the headers the change set`);
+  }
+  for (const [method, url, headers] of [
+    ['GET', '/v2/pets', {}],
+    ['PUT', '/v2/pets', api.auth],
+    ['GET', '/v2/kennels', api.auth],
+  ] as const) {
+    const answer = await request(method, url, undefined, headers);
+    t.notMatch(answer.json(), { message: /\[v1\]/ }, `${method} ${url}: the newest version's errors are as they are`);
+    t.equal(answer.headers['x-answered-as'], undefined);
+  }
 });
 
 t.test('two versions may not share a base path', async (t) => {

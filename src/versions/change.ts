@@ -14,6 +14,8 @@ export interface VersionedRequest {
   /** The operation in the newest version the request is answered by. */
   operationId: string;
   headers: Headers;
+  /** The path parameters, by name. */
+  params: Record<string, unknown>;
   query: Record<string, unknown>;
   body: unknown;
 }

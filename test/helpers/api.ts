@@ -1,3 +1,4 @@
+import type { ApiVersion } from '../../src/versions/change.js';
 import { connect } from 'node:net';
 import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify';
@@ -80,7 +81,7 @@ export interface StartOptions {
   /** Webhook delivery settings, as the WEBHOOK_* variables give them (default: the server's defaults). */
   webhooks?: WebhookSettings;
   /** The newest version's contract, and older versions served beside it (default: openapi.yaml alone). */
-  versions?: { contract: Contract; olderContracts: Contract[] };
+  versions?: { contract: Contract; olderContracts: Contract[]; apiVersions?: readonly ApiVersion[] };
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
