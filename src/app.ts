@@ -363,7 +363,9 @@ export async function buildApp({
   for (const version of served) await app.register(async (api) => serveVersion(api, version));
 
   async function serveVersion(api: FastifyInstance, version: Contract): Promise<void> {
-    const handlers = serviceHandlers(storage, version, webhooks);
+    // The newest version's handlers, answering under this version's base path.
+    const handlers = serviceHandlers(storage, contract, webhooks, version.basePath);
+    const major = majorOf(version);
     const operations = new Map(version.operations.map((operation) => [operation.operationId, operation]));
     const older = olderVersions.get(version);
     const [mockFor, responseCheck] = development
@@ -383,9 +385,9 @@ export async function buildApp({
       // the glue's own securityHandlers would run as a preHandler, after validation.
       operationResolver: (operationId: string): RouteOptions => {
         const operation = operations.get(operationId);
-        const written = Object.hasOwn(handlers, operationId)
-          ? handlers[operationId as keyof typeof handlers]
-          : undefined;
+        // An operation the newest version no longer has is answered by the one a change names.
+        const answering = chain.answeringOperation(major, operationId);
+        const written = Object.hasOwn(handlers, answering) ? handlers[answering as keyof typeof handlers] : undefined;
         if (operation === undefined || (written === undefined && mockFor === undefined)) {
           throw new Error(`No handler for operation ${operationId}`);
         }

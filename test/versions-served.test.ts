@@ -6,7 +6,10 @@ import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { ResponseConformance } from '../src/contract/response-conformance.js';
 import type { VersionChange } from '../src/versions/change.js';
+import { VersionChain } from '../src/versions/chain.js';
+import { getPetRemoved } from '../src/versions/changes/get-pet-removed.js';
 import { API_VERSIONS } from '../src/versions/index.js';
+import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { servedContracts } from '../src/versions/served.js';
 import { newestRelease } from '../scripts/contract-check/breaking.js';
 import { startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
@@ -21,9 +24,10 @@ const released = newestRelease(projectRoot, 1);
 if (released === undefined) throw new Error('no v1 release in contracts/');
 const v1 = await loadContract(join(projectRoot, released.file));
 
-/** openapi.yaml's text as version 2.0.0 under /v2. */
-function v2Text(): string {
+/** openapi.yaml's text as version 2.0.0 under /v2; `withoutGetPet`, with GET /pets/{petId} removed. */
+function v2Text(withoutGetPet = false): string {
   const document = parseDocument(readFileSync(join(projectRoot, 'openapi.yaml'), 'utf8'));
+  if (withoutGetPet) document.deleteIn(['paths', '/pets/{petId}', 'get']);
   document.setIn(['info', 'version'], '2.0.0');
   const { servers } = document.toJS() as { servers: { url: string }[] };
   servers.forEach(({ url }, index) => document.setIn(['servers', index, 'url'], url.replace(/\/v1$/, '/v2')));
@@ -31,9 +35,9 @@ function v2Text(): string {
 }
 
 /** That v2, loaded from a temporary folder. */
-async function v2Contract(t: TapTest): Promise<Contract> {
+async function v2Contract(t: TapTest, withoutGetPet = false): Promise<Contract> {
   const file = join(temporaryDirectory(t), 'openapi.yaml');
-  writeFileSync(file, v2Text());
+  writeFileSync(file, v2Text(withoutGetPet));
   return loadContract(file);
 }
 
@@ -177,6 +181,70 @@ t.test('an older version is answered through the changes since: requests up, ans
     t.notMatch(answer.json(), { message: /\[v1\]/ }, `${method} ${url}: the newest version's errors are as they are`);
     t.equal(answer.headers['x-answered-as'], undefined);
   }
+});
+
+t.test('an operation v2 removed is answered on v1 by the v2 operation its change names', async (t) => {
+  const v2 = await v2Contract(t, true);
+  const chain = new VersionChain([
+    { major: 1, changes: [] },
+    { major: 2, changes: [getPetRemoved] },
+  ]);
+  // The handlers as they are once getPet's is removed with the operation (issue 51's v2).
+  const withoutGetPet = handlerNames(v2).filter((name) => name !== 'getPet');
+  t.same(checkHandlers(v2, withoutGetPet, { contracts: [v1], chain }), [], 'every operation of v1 and v2 is answered');
+  const unanswered = checkHandlers(v2, withoutGetPet, {
+    contracts: [v1],
+    chain: new VersionChain([
+      { major: 1, changes: [] },
+      { major: 2, changes: [] },
+    ]),
+  });
+  t.match(
+    unanswered.map(({ what }) => what),
+    ['operation getPet of v1 has no handler'],
+    'without the change, the handlers check names the operation of v1 left unanswered',
+  );
+
+  const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1], apiVersions: chain.versions } });
+  const v1Conformance = new ResponseConformance(v1);
+  const get = async (url: string) => {
+    const response = await api.app.inject({ method: 'GET', url, headers: api.auth });
+    t.same(v1Conformance.violations('GET', url, response), [], `GET ${url} -> ${response.statusCode} conforms to v1`);
+    return response;
+  };
+  const created = await api.app.inject({
+    method: 'POST',
+    url: '/v2/pets',
+    headers: api.auth,
+    payload: { name: 'Rex', categoryId: 1 },
+  });
+  const { id } = created.json<{ id: number }>();
+  const read = await get(`/v1/pets/${id}`);
+  t.equal(read.statusCode, 200);
+  t.same(read.json(), created.json(), 'v1 reads one pet through listPets?id=, as getPet answered it');
+  t.equal(read.headers.etag, created.headers.etag, 'with its ETag');
+  t.equal(read.headers.link, '</v1/pets>; rel="successor-version"', 'and its deprecation');
+  const missing = await get('/v1/pets/999999');
+  t.equal(missing.statusCode, 404);
+  t.same(
+    missing.json(),
+    { code: 'not_found', message: 'No pet with id 999999', status: 404 },
+    "v1's 404, word for word",
+  );
+  const gone = await api.app.inject({ method: 'GET', url: `/v2/pets/${id}`, headers: api.auth });
+  t.equal(gone.statusCode, 405, 'v2 has no getPet');
+  t.equal(
+    created.headers.location,
+    `/v2/pets/${id}`,
+    'a handler written once answers under the base path of the version it answers',
+  );
+  const createdThroughV1 = await api.app.inject({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: api.auth,
+    payload: { name: 'Max', categoryId: 1 },
+  });
+  t.match(createdThroughV1.headers.location, /^\/v1\/pets\/\d+$/);
 });
 
 t.test('two versions may not share a base path', async (t) => {

@@ -15,6 +15,8 @@ import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 import { checkVersionChanges } from './versions.js';
+import { VersionChain } from '../../src/versions/chain.js';
+import { API_VERSIONS } from '../../src/versions/index.js';
 import { servedContracts } from '../../src/versions/served.js';
 
 export interface CheckOptions {
@@ -63,7 +65,14 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
     attempt('generated', () => checkGenerated(root, contract?.dereferenced)),
   ];
   if (contract === undefined) return [valid, ...(await Promise.all(independent))];
-  const handlers = await attempt('handlers', () => checkHandlers(contract));
+  const handlers = await attempt('handlers', async () => {
+    // Versions that do not match the declared ones are the `versions` check's to report: then the newest alone.
+    const contracts = await servedContracts(root).then(
+      ({ olderContracts }) => olderContracts,
+      () => [],
+    );
+    return checkHandlers(contract, undefined, { contracts, chain: new VersionChain(API_VERSIONS) });
+  });
   // The app cannot start without a handler for every operation: serving would only repeat that.
   const servable = handlers.drifts.length === 0;
   return [

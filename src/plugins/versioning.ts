@@ -56,6 +56,11 @@ export class OlderVersion {
     return url.startsWith(this.#prefix) || url === this.basePath || url.startsWith(`${this.basePath}?`);
   }
 
+  /** The newest version's operation that answers `operationId` of this version. */
+  answeringOperation(operationId: string): string {
+    return this.chain.answeringOperation(this.major, operationId);
+  }
+
   /** A preHandler: the request, validated against this version's contract, made the newest version's. */
   requestUp(operationId: string): preHandlerHookHandler {
     return (request, _reply, done) => {
@@ -78,9 +83,10 @@ export class OlderVersion {
    * fastify's error handler) made this version's, for this version's serializer to write.
    */
   responseDown(operationId: string): preSerializationHookHandler {
-    return (_request, reply, payload, done) => {
+    return (request, reply, payload, done) => {
       const before = reply.getHeaders() as Headers;
-      const response = { operationId, status: reply.statusCode, headers: { ...before }, body: payload };
+      const params = request.params as Record<string, unknown>;
+      const response = { operationId, params, status: reply.statusCode, headers: { ...before }, body: payload };
       this.chain.responseDown(this.major, response);
       applyHeaders(reply, before, response.headers);
       if (response.status !== reply.statusCode) reply.code(response.status);
@@ -97,7 +103,13 @@ export class OlderVersion {
     return (error) => {
       let answer = answers.get(error);
       if (answer === undefined) {
-        const response = { operationId, status: error.statusCode, headers: { ...error.headers }, body: error.toBody() };
+        const response = {
+          operationId,
+          params: {},
+          status: error.statusCode,
+          headers: { ...error.headers },
+          body: error.toBody(),
+        };
         this.chain.responseDown(this.major, response);
         answer = { status: response.status, ...prepareAnswer(response.body, headerValues(response.headers)) };
         answers.set(error, answer);
