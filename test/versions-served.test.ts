@@ -12,7 +12,7 @@ import { API_VERSIONS } from '../src/versions/index.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { servedContracts } from '../src/versions/served.js';
 import { newestRelease } from '../scripts/contract-check/breaking.js';
-import { startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
+import { startApi, type TapTest, type TestApi, temporaryDirectory } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 
 // One app serving two versions side by side, each from its own contract (src/app.ts,
@@ -41,21 +41,25 @@ async function v2Contract(t: TapTest, withoutGetPet = false): Promise<Contract> 
   return loadContract(file);
 }
 
-t.test('v1 and v2 served side by side from one implementation and one database', async (t) => {
-  const v2 = await v2Contract(t);
-  t.equal(v2.basePath, '/v2');
-  const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1] } });
+/** Injects a request and fails unless the response conforms to its version's contract: v1's, or `v2`. */
+function conformingRequests(t: TapTest, api: TestApi, v2: Contract) {
   const conformance = new Map([
     ['/v1', new ResponseConformance(v1)],
     ['/v2', new ResponseConformance(v2)],
   ]);
-  /** Injects a request and fails unless the response conforms to its version's contract. */
-  const request = async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
+  return async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
     const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
     const checker = conformance.get(url.slice(0, 3));
     t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
     return response;
   };
+}
+
+t.test('v1 and v2 served side by side from one implementation and one database', async (t) => {
+  const v2 = await v2Contract(t);
+  t.equal(v2.basePath, '/v2');
+  const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1] } });
+  const request = conformingRequests(t, api, v2);
 
   for (const [base, version] of [
     ['/v1', released.version.join('.')],
@@ -140,16 +144,7 @@ t.test('an older version is answered through the changes since: requests up, ans
       ],
     },
   });
-  const conformance = new Map([
-    ['/v1', new ResponseConformance(v1)],
-    ['/v2', new ResponseConformance(v2)],
-  ]);
-  const request = async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
-    const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
-    const checker = conformance.get(url.slice(0, 3));
-    t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
-    return response;
-  };
+  const request = conformingRequests(t, api, v2);
 
   const created = await request('POST', '/v1/pets', { name: 'Rex', categoryId: 1 });
   t.equal(created.statusCode, 201);

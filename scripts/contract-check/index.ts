@@ -53,9 +53,12 @@ async function loadValidContract(root: string): Promise<{ contract?: Contract; r
   }
 }
 
-function responsesCheck(root: string, contract: Contract, responseLog: string): Drift[] {
+/** The responses the tests saw, each version's held to its own contract. */
+async function responsesCheck(root: string, contract: Contract, responseLog: string): Promise<Drift[]> {
   const log = existsSync(responseLog) ? readFileSync(responseLog, 'utf8') : undefined;
-  return checkResponses(contract, log, loadUnreachedResponses(root));
+  const unreached = loadUnreachedResponses(root);
+  const { olderContracts } = await servedContracts(root);
+  return [contract, ...olderContracts].flatMap((served) => checkResponses(served, log, unreached));
 }
 
 export async function contractCheck(root: string, { responseLog }: CheckOptions = {}): Promise<CheckResult[]> {

@@ -19,7 +19,7 @@ import {
 import { instrumentStorage } from '../../src/metrics/storage-timing.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
-import { assertConforms, contract } from './contract.js';
+import { assertConforms, contract, servedVersions } from './contract.js';
 
 export { temporaryDirectory, type Teardown } from './backend.js';
 
@@ -93,7 +93,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const metrics = options.metrics === true ? new Metrics() : undefined;
   const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({
-    ...(options.versions ?? { contract }),
+    ...(options.versions ?? servedVersions),
     storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
     metrics,
     redis,
