@@ -21,12 +21,13 @@ import { bearerAuth, requireScopes } from './plugins/auth.js';
 import { PathTable } from './contract/path-table.js';
 import { deprecationHeaders, markDeprecated } from './plugins/deprecation.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
-import errors, { refusals } from './plugins/errors.js';
+import errors, { refusals, unroutedErrors, type ErrorMigration, type Refuse } from './plugins/errors.js';
 import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type RequestHook } from './plugins/not-found.js';
 import framing, { refuseUnimplementedTransferCoding } from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from './plugins/json-body.js';
-import overload, { overloadedError } from './plugins/overload.js';
+import overload, { overloadedError, type ShedAnswer, shedAnswer } from './plugins/overload.js';
+import { OlderVersion } from './plugins/versioning.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString, validationFailure } from './plugins/validation.js';
 import { RequestLog, requestLogger } from './plugins/request-log.js';
@@ -48,6 +49,9 @@ import type { Storage } from './storage/types.js';
 import { Dispatcher } from './events/dispatcher.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 import type { Tracing } from './tracing/opentelemetry.js';
+import type { ApiVersion } from './versions/change.js';
+import { VersionChain } from './versions/chain.js';
+import { parseVersion } from './versions/releases.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
 export const BODY_LIMIT = 16 * 1024;
@@ -60,6 +64,12 @@ export interface AppOptions {
    * release of its major version; docs/versions.md). None by default.
    */
   olderContracts?: readonly Contract[];
+  /**
+   * Every major version, oldest first, with the changes leading to it (src/versions/index.ts): an
+   * older version is answered through the changes made since. By default each version served, with
+   * no changes.
+   */
+  apiVersions?: readonly ApiVersion[];
   storage: Storage;
   /** How long a request may take to arrive, and how many connections are served at once. */
   connections?: ConnectionLimits;
@@ -166,6 +176,7 @@ const contractValidatorFactory = (() => compileValidator) as unknown as Validato
 export async function buildApp({
   contract,
   olderContracts = [],
+  apiVersions,
   storage,
   logger = false,
   publicUrl,
@@ -191,6 +202,35 @@ export async function buildApp({
     ...eventsWithoutScope(version.dereferenced),
   ]);
   if (unfit !== undefined) throw new Error(unfit);
+  const majorOf = ({ document }: Contract) => {
+    const major = parseVersion(document.info.version)?.[0];
+    if (major === undefined) throw new Error(`a served contract's version is not semantic: ${document.info.version}`);
+    return major;
+  };
+  const chain = new VersionChain(
+    apiVersions ?? served.map((version) => ({ major: majorOf(version), changes: [] })).reverse(),
+  );
+  if (chain.newest !== majorOf(contract)) {
+    throw new Error(
+      `the newest contract is version ${contract.document.info.version}, but the newest version declared is ${chain.newest}`,
+    );
+  }
+  // The older versions answered through changes that migrate something; the others need no hook.
+  const olderVersions = new Map(
+    olderContracts.flatMap((version) => {
+      const older = new OlderVersion(majorOf(version), version.basePath, chain);
+      return older.migratesRequests || older.migratesResponses ? [[version, older] as const] : [];
+    }),
+  );
+  // Errors of requests no route answers (404, 405), in the words of the older version whose base path they are under.
+  const unroutedMigrations = [...olderVersions.values()]
+    .filter((older) => older.migratesResponses)
+    .map((older) => ({ older, migrate: older.errorAnswers('') }));
+  const sendUnrouted = unroutedErrors(
+    unroutedMigrations.length === 0
+      ? undefined
+      : (url) => unroutedMigrations.find(({ older }) => older.serves(url))?.migrate,
+  );
   const paths = new PathTable(served);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
   const operationHooks = new Map<ContractOperation, RequestHook[]>();
@@ -227,7 +267,7 @@ export async function buildApp({
       requireHostHeader: false,
     },
     clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
-    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog),
+    frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog, sendUnrouted),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: {
@@ -253,26 +293,46 @@ export async function buildApp({
       }),
     ),
   );
-  const deprecationPairs = new Map(
-    [...deprecations].map(([operation, headers]) => [operation, Object.entries(headers).flat()]),
-  );
+  const overloaded = overloadedError(overloadSettings);
+  // A shed request's 503, prepared once per operation where it is not the overload error as it is:
+  // every answer of a deprecated operation says so, a shed one too, and an older version's is in its words.
+  const shedAnswers = new Map<ContractOperation, ShedAnswer>();
+  for (const version of served) {
+    const older = olderVersions.get(version);
+    for (const operation of version.operations) {
+      const extra = deprecations.get(operation);
+      if (extra === undefined && older?.migratesResponses !== true) continue;
+      const answer = older?.migratesResponses ? older.errorAnswers(operation.operationId)(overloaded) : undefined;
+      const prepared = answer ?? overloaded.prepared;
+      shedAnswers.set(operation, shedAnswer(prepared, Object.entries(extra ?? {}).flat(), answer?.status));
+    }
+  }
+  const unroutedShed = unroutedMigrations.map(({ older, migrate }) => {
+    const answer = migrate(overloaded);
+    return { older, answer: shedAnswer(answer, [], answer.status) };
+  });
   await app.register(overload, {
     settings: overloadSettings,
     metrics,
     requestId,
     bodyLimit: BODY_LIMIT,
-    // Every answer of a deprecated operation says so, a shed one too.
-    headersFor: (request) => {
-      const operation = paths.match(request.url ?? '')?.operations.get(request.method ?? '');
-      return (operation && deprecationPairs.get(operation)) ?? [];
+    answerFor: (request) => {
+      const url = request.url ?? '';
+      const operation = paths.match(url)?.operations.get(request.method ?? '');
+      if (operation !== undefined) return shedAnswers.get(operation);
+      return unroutedShed.find(({ older }) => older.serves(url))?.answer;
     },
   });
   await app.register(framing);
-  await app.register(errors);
-  await app.register(notFound, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS });
+  await app.register(errors, { sendUnrouted });
+  await app.register(notFound, {
+    paths,
+    onUnmatchedResponse,
+    unserved: UNSERVED_DOCS_PATHS,
+    sendError: sendUnrouted,
+  });
   await app.register(jsonBody);
 
-  const overloaded = overloadedError(overloadSettings);
   await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
   await app.register(docs, { contracts: served, publicUrl });
 
@@ -288,8 +348,11 @@ export async function buildApp({
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  const bearer = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey }, now);
-  const authenticate = tracing?.authentication(bearer) ?? bearer;
+  const authenticator = (refusal: Refuse) => {
+    const bearer = bearerAuth(storage.accounts, refusal, { failures: limits.authFailure, perKey: limits.perKey }, now);
+    return tracing?.authentication(bearer) ?? bearer;
+  };
+  const authenticate = authenticator(refuse);
   // Declared up front, so a request has the same shape before and after authentication sets it.
   app.decorateRequest('principal', undefined);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
@@ -300,8 +363,11 @@ export async function buildApp({
   for (const version of served) await app.register(async (api) => serveVersion(api, version));
 
   async function serveVersion(api: FastifyInstance, version: Contract): Promise<void> {
-    const handlers = serviceHandlers(storage, version, webhooks);
+    // The newest version's handlers, answering under this version's base path.
+    const handlers = serviceHandlers(storage, contract, webhooks, version.basePath);
+    const major = majorOf(version);
     const operations = new Map(version.operations.map((operation) => [operation.operationId, operation]));
+    const older = olderVersions.get(version);
     const [mockFor, responseCheck] = development
       ? await Promise.all([
           import('./dev/mock.js').then(({ contractMocks }) => contractMocks(version)),
@@ -319,21 +385,28 @@ export async function buildApp({
       // the glue's own securityHandlers would run as a preHandler, after validation.
       operationResolver: (operationId: string): RouteOptions => {
         const operation = operations.get(operationId);
-        const written = Object.hasOwn(handlers, operationId)
-          ? handlers[operationId as keyof typeof handlers]
-          : undefined;
+        // An operation the newest version no longer has is answered by the one a change names.
+        const answering = chain.answeringOperation(major, operationId);
+        const written = Object.hasOwn(handlers, answering) ? handlers[answering as keyof typeof handlers] : undefined;
         if (operation === undefined || (written === undefined && mockFor === undefined)) {
           throw new Error(`No handler for operation ${operationId}`);
         }
         const handler = written ?? mockFor?.(operation);
+        // An older version's refusals in its own words; the newest version's as they are.
+        const migrate: ErrorMigration | undefined = older?.migratesResponses
+          ? older.errorAnswers(operationId)
+          : undefined;
+        const refuseHere = migrate === undefined ? refuse : refusals(development, migrate);
         const onRequest: RequestHook[] = [];
         if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
         const deprecation = deprecations.get(operation);
         if (deprecation !== undefined) onRequest.push(markDeprecated(deprecation));
         // Per operation, after the deprecation headers, which every answer of a deprecated one carries.
         onRequest.push(refuseUnimplementedTransferCoding);
-        if (operation.securitySchemes.length > 0) onRequest.push(authenticate);
-        if (operation.scopes.length > 0) onRequest.push(requireScopes(operation.scopes, refuse));
+        if (operation.securitySchemes.length > 0) {
+          onRequest.push(migrate === undefined ? authenticate : authenticator(refuseHere));
+        }
+        if (operation.scopes.length > 0) onRequest.push(requireScopes(operation.scopes, refuseHere));
         operationHooks.set(operation, onRequest);
         const preParsing =
           operation.requestMediaType === undefined
@@ -342,7 +415,12 @@ export async function buildApp({
         // The glue merges these over the route it built (method, url, schema); its type wants a
         // whole route.
         const config = tracing?.routeConfig(operation, version.basePath);
-        return { handler, onRequest, preParsing, ...(config && { config }) } as unknown as RouteOptions;
+        // An older version's request made the newest's once validated, its answer made its own before serialisation.
+        const migrations = older && {
+          ...(older.migratesRequests && { preHandler: older.requestUp(operationId) }),
+          ...(older.migratesResponses && { preSerialization: older.responseDown(operationId) }),
+        };
+        return { handler, onRequest, preParsing, ...(config && { config }), ...migrations } as unknown as RouteOptions;
       },
     });
   }

@@ -3,6 +3,7 @@ import pino from 'pino';
 import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config/environment.js';
+import { API_VERSIONS } from './versions/index.js';
 import { servedContracts } from './versions/served.js';
 import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
 import { Metrics } from './metrics/registry.js';
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
   const app = await buildApp({
     contract,
     olderContracts,
+    apiVersions: API_VERSIONS,
     storage: metrics === undefined ? traced : instrumentStorage(traced, metrics),
     metrics,
     logger: {

@@ -356,6 +356,25 @@ t.test('every documented response is seen by a test or listed, with a reason, as
     "so does one on a method the path does not declare, and one that is not ErrorCode's",
   );
 
+  // Each line names the version that answered (test/helpers/contract.ts): a version's responses
+  // are held to its own contract, and another version's do not reach it.
+  const versioned = (basePath: string, text: string) =>
+    text
+      .split('\n')
+      .map((line) => `${basePath} ${line}`)
+      .join('\n');
+  t.same(checkResponses(committed, versioned(committed.basePath, log()), []), [], "this version's own lines reach it");
+  t.match(
+    report(checkResponses(committed, versioned('/v9', log()), [])),
+    /no test sees response 200 of listPets/,
+    "another version's lines do not",
+  );
+  t.match(
+    report(checkResponses(committed, `${log()}\n/v9 PATCH /pets/{petId} 409 pet_not_available`, [])),
+    /^$/,
+    'nor do its codes, which its own contract lists',
+  );
+
   for (const entry of loadUnreachedResponses(projectRoot)) {
     t.ok(
       lines.some(({ operationId, status }) => operationId === entry.operationId && status === entry.status),

@@ -38,22 +38,34 @@ t.test('a request goes up through each later version in order, its answer down i
   ]);
   t.equal(chain.newest, 3);
   // Up: v1's `title` becomes v2's `label`, then v3's `name`.
-  const request = chain.requestUp(1, { operationId: 'createThing', headers: {}, query: {}, body: { title: 'Rex' } });
+  const request = chain.requestUp(1, {
+    operationId: 'createThing',
+    headers: {},
+    params: {},
+    query: {},
+    body: { title: 'Rex' },
+  });
   t.same(request.body, { name: 'Rex' }, 'a v1 request reaches the handler in the newest words');
   t.same(seen.splice(0), ['v2 up', 'v3 up'], 'through v2 first, then v3');
   const response = chain.responseDown(1, {
     operationId: 'getThing',
+    params: {},
     status: 200,
     headers: {},
     body: { name: 'Rex', id: 1 },
   });
   t.same(response.body, { title: 'Rex', id: 1 }, 'the newest answer reaches v1 in v1 words');
   t.same(seen, ['v3 down', 'v2 down'], 'through v3 first, then v2');
-  t.same(chain.responseDown(2, { operationId: 'getThing', status: 200, headers: {}, body: { name: 'Rex' } }).body, {
-    label: 'Rex',
-  });
   t.same(
-    chain.responseDown(3, { operationId: 'getThing', status: 200, headers: {}, body: { name: 'Rex' } }).body,
+    chain.responseDown(2, { operationId: 'getThing', params: {}, status: 200, headers: {}, body: { name: 'Rex' } })
+      .body,
+    {
+      label: 'Rex',
+    },
+  );
+  t.same(
+    chain.responseDown(3, { operationId: 'getThing', params: {}, status: 200, headers: {}, body: { name: 'Rex' } })
+      .body,
     {
       name: 'Rex',
     },

@@ -5,10 +5,14 @@ import { parseDocument } from 'yaml';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { ResponseConformance } from '../src/contract/response-conformance.js';
+import type { VersionChange } from '../src/versions/change.js';
+import { VersionChain } from '../src/versions/chain.js';
+import { getPetRemoved } from '../src/versions/changes/get-pet-removed.js';
 import { API_VERSIONS } from '../src/versions/index.js';
+import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { servedContracts } from '../src/versions/served.js';
 import { newestRelease } from '../scripts/contract-check/breaking.js';
-import { startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
+import { startApi, type TapTest, type TestApi, temporaryDirectory } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 
 // One app serving two versions side by side, each from its own contract (src/app.ts,
@@ -20,9 +24,10 @@ const released = newestRelease(projectRoot, 1);
 if (released === undefined) throw new Error('no v1 release in contracts/');
 const v1 = await loadContract(join(projectRoot, released.file));
 
-/** openapi.yaml's text as version 2.0.0 under /v2. */
-function v2Text(): string {
+/** openapi.yaml's text as version 2.0.0 under /v2; `withoutGetPet`, with GET /pets/{petId} removed. */
+function v2Text(withoutGetPet = false): string {
   const document = parseDocument(readFileSync(join(projectRoot, 'openapi.yaml'), 'utf8'));
+  if (withoutGetPet) document.deleteIn(['paths', '/pets/{petId}', 'get']);
   document.setIn(['info', 'version'], '2.0.0');
   const { servers } = document.toJS() as { servers: { url: string }[] };
   servers.forEach(({ url }, index) => document.setIn(['servers', index, 'url'], url.replace(/\/v1$/, '/v2')));
@@ -30,27 +35,31 @@ function v2Text(): string {
 }
 
 /** That v2, loaded from a temporary folder. */
-async function v2Contract(t: TapTest): Promise<Contract> {
+async function v2Contract(t: TapTest, withoutGetPet = false): Promise<Contract> {
   const file = join(temporaryDirectory(t), 'openapi.yaml');
-  writeFileSync(file, v2Text());
+  writeFileSync(file, v2Text(withoutGetPet));
   return loadContract(file);
+}
+
+/** Injects a request and fails unless the response conforms to its version's contract: v1's, or `v2`. */
+function conformingRequests(t: TapTest, api: TestApi, v2: Contract) {
+  const conformance = new Map([
+    ['/v1', new ResponseConformance(v1)],
+    ['/v2', new ResponseConformance(v2)],
+  ]);
+  return async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
+    const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
+    const checker = conformance.get(url.slice(0, 3));
+    t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
+    return response;
+  };
 }
 
 t.test('v1 and v2 served side by side from one implementation and one database', async (t) => {
   const v2 = await v2Contract(t);
   t.equal(v2.basePath, '/v2');
   const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1] } });
-  const conformance = new Map([
-    ['/v1', new ResponseConformance(v1)],
-    ['/v2', new ResponseConformance(v2)],
-  ]);
-  /** Injects a request and fails unless the response conforms to its version's contract. */
-  const request = async (method: string, url: string, payload?: object, headers: Record<string, string> = api.auth) => {
-    const response = await api.app.inject({ method, url, headers, ...(payload && { payload }) });
-    const checker = conformance.get(url.slice(0, 3));
-    t.same(checker?.violations(method, url, response), [], `${method} ${url} -> ${response.statusCode} conforms`);
-    return response;
-  };
+  const request = conformingRequests(t, api, v2);
 
   for (const [base, version] of [
     ['/v1', released.version.join('.')],
@@ -94,6 +103,143 @@ t.test('v1 and v2 served side by side from one implementation and one database',
   t.equal((await request('GET', '/v2/pets', undefined, {})).statusCode, 401, 'and authenticate as v1 does');
   const unknown = await api.app.inject({ method: 'GET', url: '/v3/pets', headers: api.auth });
   t.equal(unknown.statusCode, 404, 'a version not served is a path not served');
+});
+
+/**
+ * A change made for the test, observable through a contract that did not change: v2 keeps in a
+ * pet's name that it was named through v1, which v1 never sees, and v1's errors say they came
+ * down through it (a header, and their message).
+ */
+const namedThroughV1: VersionChange = {
+  description: 'A pet named through v1 says so in v2.',
+  covers: [],
+  requestUp: (request) => {
+    const body = request.body as { name?: unknown } | undefined;
+    if (typeof body?.name === 'string') request.body = { ...body, name: `${body.name} (v1)` };
+  },
+  responseDown: (response) => {
+    if (response.status >= 400) {
+      const error = response.body as { message: string };
+      response.body = { ...error, message: `${error.message} [v1]` };
+      response.headers['x-answered-as'] = 'v1';
+      return;
+    }
+    const strip = (pet: unknown) => {
+      const { name } = (pet ?? {}) as { name?: unknown };
+      return typeof name === 'string' ? { ...(pet as object), name: name.replace(/ \(v1\)$/, '') } : pet;
+    };
+    response.body = Array.isArray(response.body) ? response.body.map(strip) : strip(response.body);
+  },
+};
+
+t.test('an older version is answered through the changes since: requests up, answers and errors down', async (t) => {
+  const v2 = await v2Contract(t);
+  const api = await startApi(t, {
+    versions: {
+      contract: v2,
+      olderContracts: [v1],
+      apiVersions: [
+        { major: 1, changes: [] },
+        { major: 2, changes: [namedThroughV1] },
+      ],
+    },
+  });
+  const request = conformingRequests(t, api, v2);
+
+  const created = await request('POST', '/v1/pets', { name: 'Rex', categoryId: 1 });
+  t.equal(created.statusCode, 201);
+  const { id, name } = created.json<{ id: number; name: string }>();
+  t.equal(name, 'Rex', 'v1 sees the pet as it named it');
+  t.match((await request('GET', `/v2/pets?id=${id}`)).json(), [{ id, name: 'Rex (v1)' }], 'v2 sees it migrated up');
+  t.match((await request('GET', `/v1/pets/${id}`)).json(), { id, name: 'Rex' }, 'and v1 reads it down again');
+  t.match((await request('GET', `/v1/pets?id=${id}`)).json(), [{ id, name: 'Rex' }], 'in a list too');
+
+  for (const [what, method, url, payload, headers, status] of [
+    ['a refusal written raw (401)', 'GET', '/v1/pets', undefined, {}, 401],
+    ['the same refusal again', 'GET', '/v1/pets', undefined, {}, 401],
+    ['a validation failure', 'POST', '/v1/pets', { categoryId: 1 }, api.auth, 400],
+    ["a path's other method (405)", 'PUT', '/v1/pets', undefined, api.auth, 405],
+    ['a path not served (404)', 'GET', '/v1/kennels', undefined, api.auth, 404],
+    ['a pet not found', 'GET', '/v1/pets/999999', undefined, api.auth, 404],
+  ] as const) {
+    const answer = await request(method, url, payload, headers);
+    t.equal(answer.statusCode, status, what);
+    t.match(answer.json(), { message: / \[v1\]$/, status }, `${what}: v1's error, through the change`);
+    t.equal(answer.headers['x-answered-as'], 'v1', `${what}: with the headers the change set`);
+  }
+  for (const [method, url, headers] of [
+    ['GET', '/v2/pets', {}],
+    ['PUT', '/v2/pets', api.auth],
+    ['GET', '/v2/kennels', api.auth],
+  ] as const) {
+    const answer = await request(method, url, undefined, headers);
+    t.notMatch(answer.json(), { message: /\[v1\]/ }, `${method} ${url}: the newest version's errors are as they are`);
+    t.equal(answer.headers['x-answered-as'], undefined);
+  }
+});
+
+t.test('an operation v2 removed is answered on v1 by the v2 operation its change names', async (t) => {
+  const v2 = await v2Contract(t, true);
+  const chain = new VersionChain([
+    { major: 1, changes: [] },
+    { major: 2, changes: [getPetRemoved] },
+  ]);
+  // The handlers as they are once getPet's is removed with the operation (issue 51's v2).
+  const withoutGetPet = handlerNames(v2).filter((name) => name !== 'getPet');
+  t.same(checkHandlers(v2, withoutGetPet, { contracts: [v1], chain }), [], 'every operation of v1 and v2 is answered');
+  const unanswered = checkHandlers(v2, withoutGetPet, {
+    contracts: [v1],
+    chain: new VersionChain([
+      { major: 1, changes: [] },
+      { major: 2, changes: [] },
+    ]),
+  });
+  t.match(
+    unanswered.map(({ what }) => what),
+    ['operation getPet of v1 has no handler'],
+    'without the change, the handlers check names the operation of v1 left unanswered',
+  );
+
+  const api = await startApi(t, { versions: { contract: v2, olderContracts: [v1], apiVersions: chain.versions } });
+  const v1Conformance = new ResponseConformance(v1);
+  const get = async (url: string) => {
+    const response = await api.app.inject({ method: 'GET', url, headers: api.auth });
+    t.same(v1Conformance.violations('GET', url, response), [], `GET ${url} -> ${response.statusCode} conforms to v1`);
+    return response;
+  };
+  const created = await api.app.inject({
+    method: 'POST',
+    url: '/v2/pets',
+    headers: api.auth,
+    payload: { name: 'Rex', categoryId: 1 },
+  });
+  const { id } = created.json<{ id: number }>();
+  const read = await get(`/v1/pets/${id}`);
+  t.equal(read.statusCode, 200);
+  t.same(read.json(), created.json(), 'v1 reads one pet through listPets?id=, as getPet answered it');
+  t.equal(read.headers.etag, created.headers.etag, 'with its ETag');
+  t.equal(read.headers.link, '</v1/pets>; rel="successor-version"', 'and its deprecation');
+  const missing = await get('/v1/pets/999999');
+  t.equal(missing.statusCode, 404);
+  t.same(
+    missing.json(),
+    { code: 'not_found', message: 'No pet with id 999999', status: 404 },
+    "v1's 404, word for word",
+  );
+  const gone = await api.app.inject({ method: 'GET', url: `/v2/pets/${id}`, headers: api.auth });
+  t.equal(gone.statusCode, 405, 'v2 has no getPet');
+  t.equal(
+    created.headers.location,
+    `/v2/pets/${id}`,
+    'a handler written once answers under the base path of the version it answers',
+  );
+  const createdThroughV1 = await api.app.inject({
+    method: 'POST',
+    url: '/v1/pets',
+    headers: api.auth,
+    payload: { name: 'Max', categoryId: 1 },
+  });
+  t.match(createdThroughV1.headers.location, /^\/v1\/pets\/\d+$/);
 });
 
 t.test('two versions may not share a base path', async (t) => {

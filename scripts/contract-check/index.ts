@@ -15,6 +15,8 @@ import { checkRelease } from './release.js';
 import { checkResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 import { checkVersionChanges } from './versions.js';
+import { VersionChain } from '../../src/versions/chain.js';
+import { API_VERSIONS } from '../../src/versions/index.js';
 import { servedContracts } from '../../src/versions/served.js';
 
 export interface CheckOptions {
@@ -51,9 +53,12 @@ async function loadValidContract(root: string): Promise<{ contract?: Contract; r
   }
 }
 
-function responsesCheck(root: string, contract: Contract, responseLog: string): Drift[] {
+/** The responses the tests saw, each version's held to its own contract. */
+async function responsesCheck(root: string, contract: Contract, responseLog: string): Promise<Drift[]> {
   const log = existsSync(responseLog) ? readFileSync(responseLog, 'utf8') : undefined;
-  return checkResponses(contract, log, loadUnreachedResponses(root));
+  const unreached = loadUnreachedResponses(root);
+  const { olderContracts } = await servedContracts(root);
+  return [contract, ...olderContracts].flatMap((served) => checkResponses(served, log, unreached));
 }
 
 export async function contractCheck(root: string, { responseLog }: CheckOptions = {}): Promise<CheckResult[]> {
@@ -63,7 +68,14 @@ export async function contractCheck(root: string, { responseLog }: CheckOptions 
     attempt('generated', () => checkGenerated(root, contract)),
   ];
   if (contract === undefined) return [valid, ...(await Promise.all(independent))];
-  const handlers = await attempt('handlers', () => checkHandlers(contract));
+  const handlers = await attempt('handlers', async () => {
+    // Versions that do not match the declared ones are the `versions` check's to report: then the newest alone.
+    const contracts = await servedContracts(root).then(
+      ({ olderContracts }) => olderContracts,
+      () => [],
+    );
+    return checkHandlers(contract, undefined, { contracts, chain: new VersionChain(API_VERSIONS) });
+  });
   // The app cannot start without a handler for every operation: serving would only repeat that.
   const servable = handlers.drifts.length === 0;
   return [

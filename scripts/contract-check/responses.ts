@@ -31,6 +31,8 @@ function documentedResponses(contract: Contract): DocumentedResponse[] {
 }
 
 interface SeenResponse {
+  /** The base path of the version that answered (`/v1`); undefined on a line that does not say. */
+  basePath: string | undefined;
   method: string;
   path: string;
   status: string;
@@ -38,14 +40,19 @@ interface SeenResponse {
   code: string | undefined;
 }
 
-/** The lines the test helpers log (`GET /pets/{petId} 404 not_found`), split into fields. */
+/**
+ * The lines the test helpers log (`/v1 GET /pets/{petId} 404 not_found`: the version's base path,
+ * which a line may leave out, then the operation, status and code), split into fields.
+ */
 function parseLog(text: string): SeenResponse[] {
   return text
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => {
-      const [method = '', path = '', status = '', code] = line.trim().split(' ');
-      return { method, path, status, code };
+      const fields = line.trim().split(' ');
+      const basePath = fields[0]?.startsWith('/') === true ? fields.shift() : undefined;
+      const [method = '', path = '', status = '', code] = fields;
+      return { basePath, method, path, status, code };
     });
 }
 
@@ -118,8 +125,8 @@ export function loadUnreachedResponses(root: string): UnreachedResponse[] {
 }
 
 /**
- * Every response the contract documents is seen by a test (as logged by test/helpers/contract.ts
- * when PETSTORE_RESPONSE_LOG is set) or accepted, with a reason, in contracts/unreached-responses.json;
+ * Every response the contract documents is seen by a test of its version (as logged by
+ * test/helpers/contract.ts when PETSTORE_RESPONSE_LOG is set) or accepted, with a reason, in contracts/unreached-responses.json;
  * every accepted one is still documented and still unreached; and every Error code seen is one the
  * operation's `x-error-codes` lists for its status.
  */
@@ -133,7 +140,8 @@ export function checkResponses(contract: Contract, log: string | undefined, unre
       },
     ];
   }
-  const seen = parseLog(log);
+  // What the version of this contract answered (a line that names no version counts for any).
+  const seen = parseLog(log).filter(({ basePath }) => basePath === undefined || basePath === contract.basePath);
   const responses = documentedResponses(contract);
   const documented = new Set(responses.map(({ operationId, status }) => `${operationId} ${status}`));
   const accepted = new Map(unreached.map((entry) => [`${entry.operationId} ${entry.status}`, entry]));

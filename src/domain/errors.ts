@@ -35,21 +35,26 @@ export class ApiError extends Error {
    * many times without serializing again (plugins/errors.ts, `reply.refuse`).
    */
   get prepared(): PreparedAnswer {
-    if (this.#answer === undefined) {
-      // A string, not a Buffer: Node writes a string body with the header block in one write.
-      const body = JSON.stringify(this.toBody());
-      this.#answer = {
-        body,
-        headers: {
-          'content-type': JSON_CONTENT_TYPE,
-          'content-length': String(Buffer.byteLength(body)),
-          'cache-control': 'no-store',
-          ...this.headers,
-        },
-      };
-    }
+    this.#answer ??= prepareAnswer(this.toBody(), this.headers);
     return this.#answer;
   }
+}
+
+/**
+ * A JSON answer's body serialized once and the headers that go with it. A string, not a Buffer:
+ * Node writes a string body with the header block in one write.
+ */
+export function prepareAnswer(body: unknown, headers: Readonly<Record<string, string>>): PreparedAnswer {
+  const text = JSON.stringify(body);
+  return {
+    body: text,
+    headers: {
+      'content-type': JSON_CONTENT_TYPE,
+      'content-length': String(Buffer.byteLength(text)),
+      'cache-control': 'no-store',
+      ...headers,
+    },
+  };
 }
 
 /** The media type of every Error body, as fastify sends JSON. */

@@ -13,13 +13,18 @@ import { webhookHandlers } from './webhooks.js';
  */
 const MODULES: HandlerModule[] = [petHandlers, orderHandlers, webhookHandlers];
 
-/** The service object the glue resolves operationIds against: one entry per operation. */
+/**
+ * The service object the glue resolves operationIds against: one entry per operation of the newest
+ * version's `contract`, answering under `basePath` (an older version's, whose requests and answers
+ * the version changes migrate: docs/versions.md).
+ */
 export function serviceHandlers(
   storage: Storage,
   contract: Contract,
   webhookSettings: WebhookSettings = DEFAULT_WEBHOOKS,
+  basePath: string = contract.basePath,
 ): ServiceHandlers {
-  const context = { storage, rules: new StoreRules(contract.dereferenced), contract, webhookSettings };
+  const context = { storage, rules: new StoreRules(contract.dereferenced), contract, basePath, webhookSettings };
   const handlers: ServiceHandlers = {};
   for (const module of MODULES) {
     for (const [operationId, handler] of Object.entries(module(context))) {

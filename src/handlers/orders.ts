@@ -7,7 +7,7 @@ function notFound(id: number): ApiError {
   return new ApiError(404, 'not_found', `No order with id ${id}`);
 }
 
-export const orderHandlers: HandlerModule = ({ storage: { orders }, rules, contract: { basePath } }) => {
+export const orderHandlers: HandlerModule = ({ storage: { orders }, rules, basePath }) => {
   return {
     async listOrders(request, reply) {
       const { limit = DEFAULT_LIMIT, status, cursor } = request.query;

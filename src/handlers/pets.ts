@@ -16,7 +16,7 @@ function tagged(reply: FastifyReply, versioned: VersionedPet) {
   return versioned.pet;
 }
 
-export const petHandlers: HandlerModule = ({ storage: { pets }, rules, contract: { basePath } }) => {
+export const petHandlers: HandlerModule = ({ storage: { pets }, rules, basePath }) => {
   return {
     async listPets(request, reply) {
       const { limit = DEFAULT_LIMIT, status, id: ids, cursor } = request.query;

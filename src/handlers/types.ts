@@ -56,8 +56,10 @@ export interface HandlerContext {
   storage: Storage;
   /** The store's rules, read from the contract. */
   rules: StoreRules;
-  /** The contract as loaded: its base path (`/v1`) for Location and Link URLs, its event scopes, ... */
+  /** The newest version's contract as loaded: its event scopes, ... */
   contract: Contract;
+  /** The base path (`/v1`) of the version answered, for Location and Link URLs. */
+  basePath: string;
   webhookSettings: WebhookSettings;
 }
 

@@ -23,7 +23,8 @@ function found<T>(value: T | undefined, id: number): T {
 export const webhookHandlers: HandlerModule = ({
   storage: { webhooks },
   webhookSettings: settings,
-  contract: { basePath, eventScopes },
+  contract: { eventScopes },
+  basePath,
 }) => {
   const guard = new AddressGuard(settings.allowedNetworks);
   /** A key subscribes only to kinds whose data it may read: the scope each kind's `x-scope` names. */

@@ -1,11 +1,12 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError, type ErrorBody } from '../domain/errors.js';
+import { ApiError, type ErrorBody, type PreparedAnswer } from '../domain/errors.js';
 import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 import { recordFailure } from './request-log.js';
 import { describeValidation } from './validation-messages.js';
+import type { MigratedAnswer } from './versioning.js';
 
 /** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
 export function toApiError(error: FastifyError | ApiError | Error): ApiError {
@@ -78,21 +79,48 @@ export type Refuse = (reply: FastifyReply, error: ApiError) => void;
  * must cost little, most of all while shedding. The onResponse hooks (metrics) and the log line
  * still run, on the response's 'finish'.
  */
-const writeRefusal: Refuse = (reply, error) => {
+const writeRefusal: Refuse = (reply, error) => writeAnswer(reply, error.statusCode, error.prepared);
+
+function writeAnswer(reply: FastifyReply, status: number, { body, headers }: PreparedAnswer): void {
   closeIfLargeBodyToCome(reply);
-  const { body, headers } = error.prepared;
   // Whatever the hooks set is a valid header value: fastify would write the same object.
   const all = Object.assign(reply.getHeaders(), headers) as OutgoingHttpHeaders;
-  reply.raw.writeHead(error.statusCode, all).end(body);
-};
+  reply.raw.writeHead(status, all).end(body);
+}
+
+/** Turns an error of the newest version into an older version's answer (plugins/versioning.ts). */
+export type ErrorMigration = (error: ApiError) => MigratedAnswer;
 
 /**
  * How refusals are answered: written at once, or, with `throughSend`, sent like any other answer
  * (serializer, onSend hooks) for `npm run dev`, whose onSend hook checks every response against
- * the contract.
+ * the contract. An older version's refusal is written as `migrate` makes it (sent, it goes through
+ * the route's preSerialization hook, which migrates it).
  */
-export function refusals(throughSend: boolean): Refuse {
-  return throughSend ? (reply, error) => void send(reply, error) : writeRefusal;
+export function refusals(throughSend: boolean, migrate?: ErrorMigration): Refuse {
+  if (throughSend) return (reply, error) => void send(reply, error);
+  if (migrate === undefined) return writeRefusal;
+  return (reply, error) => {
+    const answer = migrate(error);
+    writeAnswer(reply, answer.status, answer);
+  };
+}
+
+/**
+ * How the errors of requests no route answers (404, 405, an undecodable URL) are sent: under an
+ * older version's base path (`olderFor`), as that version gives them.
+ */
+export function unroutedErrors(
+  olderFor?: (url: string) => ErrorMigration | undefined,
+): (reply: FastifyReply, error: ApiError) => FastifyReply {
+  if (olderFor === undefined) return send;
+  return (reply, error) => {
+    const migrate = olderFor(reply.request.url);
+    if (migrate === undefined) return send(reply, error);
+    const { status, body, headers } = migrate(error);
+    closeIfLargeBodyToCome(reply);
+    return reply.code(status).headers(headers).send(body);
+  };
 }
 
 /**
@@ -106,11 +134,16 @@ function largeBodyToCome(request: FastifyRequest): boolean {
   return moreBodyThan(request.raw, () => request.routeOptions.bodyLimit);
 }
 
-async function errorsPlugin(app: FastifyInstance): Promise<void> {
+export interface ErrorsOptions {
+  /** How an error of a request no route answers is sent (`unroutedErrors`); a route's error is migrated by its own hooks. */
+  sendUnrouted?: (reply: FastifyReply, error: ApiError) => FastifyReply;
+}
+
+async function errorsPlugin(app: FastifyInstance, { sendUnrouted = send }: ErrorsOptions): Promise<void> {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
     if (apiError.statusCode >= 500) recordFailure(request, error);
-    return send(reply, apiError);
+    return request.is404 ? sendUnrouted(reply, apiError) : send(reply, apiError);
   });
 }
 

@@ -19,6 +19,8 @@ export interface NotFoundOptions {
   onUnmatchedResponse?: onResponseHookHandler | undefined;
   /** Fixed paths a plugin registers but does not serve (a 404 to every method, not a 405). */
   unserved?: readonly string[];
+  /** How the 404 or 405 is sent (plugins/errors.ts, `unroutedErrors`: an older version's in its words). */
+  sendError?: (reply: FastifyReply, error: ApiError) => FastifyReply;
 }
 
 /** An `onRequest` hook in either of fastify's styles: calling `done`, or returning a promise. */
@@ -49,6 +51,7 @@ export function frameworkErrors(
   /** fastify runs no onResponse hook for these answers, nor logs them: these run once each is written. */
   onResponse?: onResponseHookHandler,
   requestLog?: LogController,
+  sendError: (reply: FastifyReply, error: ApiError) => FastifyReply = send,
 ) {
   const noop = () => undefined;
   return (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
@@ -64,8 +67,8 @@ export function frameworkErrors(
     };
     runHooks().then(
       // A hook may have refused (a Refuse): that is the answer.
-      () => (reply.sent ? undefined : send(reply, answer)),
-      (error: unknown) => send(reply, toApiError(error as Error)),
+      () => (reply.sent ? undefined : sendError(reply, answer)),
+      (error: unknown) => sendError(reply, toApiError(error as Error)),
     );
   };
 }
@@ -109,7 +112,8 @@ async function notFoundPlugin(app: FastifyInstance, options: NotFoundOptions): P
   // parsed, so it cannot turn the 404 or 405 into a 400 or 413.
   // fastify takes any lifecycle hook for the not-found context here, though its types name two.
   const notFoundHooks = { onResponse: options.onUnmatchedResponse } as object;
-  app.setNotFoundHandler(notFoundHooks, (request, reply) => send(reply, unroutable(request, options.paths)));
+  const sendError = options.sendError ?? send;
+  app.setNotFoundHandler(notFoundHooks, (request, reply) => sendError(reply, unroutable(request, options.paths)));
   // A route on a fixed path outside the contract (/healthz, the contract documents, /docs) gets the
   // contract's 405 for other methods. A path with a wildcard or parameter (/docs/static/*, files
   // that may or may not exist) keeps the 404.

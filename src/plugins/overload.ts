@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../domain/errors.js';
+import { ApiError, type PreparedAnswer } from '../domain/errors.js';
 import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
@@ -25,8 +25,32 @@ export interface OverloadOptions {
   requestId: (request: IncomingMessage) => string;
   /** Past this, a shed request's body is not read: its connection is closed after the 503. */
   bodyLimit: number;
-  /** Headers a shed request's 503 carries besides its own, as [name, value, ...]: a deprecated operation's. */
-  headersFor?: (request: IncomingMessage) => readonly string[];
+  /**
+   * A shed request's answer when it is not the overload error as it is (`shedAnswer`): a deprecated
+   * operation's carries its deprecation headers, an older version's is in that version's words.
+   */
+  answerFor?: (request: IncomingMessage) => ShedAnswer | undefined;
+}
+
+/** A shed request's 503, prepared once: flat [name, value, ...] headers as writeHead takes them. */
+export interface ShedAnswer {
+  status: number;
+  body: string;
+  /** The last value is each request's id, written in just before writeHead, which copies the headers at once. */
+  headers: string[];
+  /** The same, closing the connection: a body too large to read is on its way. */
+  closingHeaders: string[];
+}
+
+/** The shed answer of an error's prepared answer, with `extra` headers before its own. */
+export function shedAnswer({ body, headers }: PreparedAnswer, extra: readonly string[] = [], status = 503): ShedAnswer {
+  const own = [...extra, ...Object.entries(headers).flat()];
+  return {
+    status,
+    body,
+    headers: [...own, 'x-content-type-options', 'nosniff', 'x-request-id', ''],
+    closingHeaders: [...own, 'x-content-type-options', 'nosniff', 'connection', 'close', 'x-request-id', ''],
+  };
 }
 
 declare module 'fastify' {
@@ -170,7 +194,7 @@ class TurnWatch {
  */
 async function overloadPlugin(
   app: FastifyInstance,
-  { settings, metrics, requestId, bodyLimit, headersFor }: OverloadOptions,
+  { settings, metrics, requestId, bodyLimit, answerFor }: OverloadOptions,
 ): Promise<void> {
   if (settings.maxEventLoopDelayMs === 0) {
     app.decorate('isUnderPressure', () => false);
@@ -185,11 +209,7 @@ async function overloadPlugin(
     return !answered.has(query === -1 ? url : url.slice(0, query));
   };
 
-  const { body, headers } = overloadedError(settings).prepared;
-  // Flat [name, value, ...] as writeHead takes it; the last value is each request's id, written
-  // in just before writeHead, which copies the headers at once.
-  const shedHeaders = [...Object.entries(headers).flat(), ...['x-content-type-options', 'nosniff', 'x-request-id', '']];
-  const closingHeaders = [...shedHeaders.slice(0, -2), 'connection', 'close', 'x-request-id', ''];
+  const overloaded = shedAnswer(overloadedError(settings).prepared);
   const shedByMethod = new Map<string, CounterSeries>();
   const countShed = (method: string) => {
     let series = shedByMethod.get(method);
@@ -238,11 +258,10 @@ async function overloadPlugin(
     countShed(methodLabel(request.method));
     const closing = moreBodyThan(request, () => bodyLimit);
     if (closing) closeLingeringAfterAnswer(request.socket);
-    const own = closing ? closingHeaders : shedHeaders;
-    const extra = headersFor?.(request) ?? [];
-    const written = extra.length === 0 ? own : [...extra, ...own];
+    const answer = answerFor?.(request) ?? overloaded;
+    const written = closing ? answer.closingHeaders : answer.headers;
     written[written.length - 1] = requestId(request);
-    response.writeHead(503, written).end(body);
+    response.writeHead(answer.status, written).end(answer.body);
   };
 
   // Swapped rather than built with fastify's serverFactory, which would leave it to this plugin

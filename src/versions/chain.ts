@@ -27,6 +27,13 @@ export class VersionChain {
     return this.versions.filter((version) => version.major > major).flatMap((version) => version.changes);
   }
 
+  /** The newest version's operation that answers `operationId` of `major` (itself, unless a change says otherwise). */
+  answeringOperation(major: number, operationId: string): string {
+    let answering = operationId;
+    for (const change of this.changesSince(major)) answering = change.answeredBy?.[answering] ?? answering;
+    return answering;
+  }
+
   /** Migrates a request of `major` up to the newest version, in place. */
   requestUp(major: number, request: VersionedRequest): VersionedRequest {
     for (const change of this.changesSince(major)) change.requestUp?.(request);

@@ -11,16 +11,21 @@ export type Headers = Record<string, string | string[] | undefined>;
 
 /** A request as an older version's client sent it, migrated in place towards the newest version. */
 export interface VersionedRequest {
-  /** The operation in the newest version the request is answered by. */
+  /** The operation of the older version requested. */
   operationId: string;
   headers: Headers;
+  /** The path parameters, by name. */
+  params: Record<string, unknown>;
   query: Record<string, unknown>;
   body: unknown;
 }
 
 /** A response (a success or an error) of the newer version, migrated in place towards an older one. */
 export interface VersionedResponse {
+  /** The operation of the older version answered (`''` for a path it does not serve). */
   operationId: string;
+  /** The request's path parameters (none for a refusal, written before they are read). */
+  params: Record<string, unknown>;
   status: number;
   headers: Headers;
   body: unknown;
@@ -48,6 +53,12 @@ export interface VersionChange {
   description: string;
   /** The differences between the versions' contracts it accounts for (contract:check holds it to them). */
   covers: readonly Covered[];
+  /**
+   * An operation of the older version that the newer one no longer has, and the newer operation
+   * that answers it (`{ getPet: 'listPets' }`); `requestUp` and `responseDown` make the one's
+   * request and answer the other's.
+   */
+  answeredBy?: Readonly<Record<string, string>>;
   /** The older version's request made a request of the newer (a default for a new required header, say). */
   requestUp?: (request: VersionedRequest) => void;
   /** The newer version's response made the older version's. */

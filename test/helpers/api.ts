@@ -1,3 +1,4 @@
+import type { ApiVersion } from '../../src/versions/change.js';
 import { connect } from 'node:net';
 import type { BuiltPlugins, Test } from '@tapjs/test';
 import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify';
@@ -18,7 +19,7 @@ import {
 import { instrumentStorage } from '../../src/metrics/storage-timing.js';
 import type { Pet, Storage } from '../../src/storage/types.js';
 import { newDatabase, openDatabase, type Teardown } from './backend.js';
-import { assertConforms, contract } from './contract.js';
+import { assertConforms, contract, servedVersions } from './contract.js';
 
 export { temporaryDirectory, type Teardown } from './backend.js';
 
@@ -80,7 +81,7 @@ export interface StartOptions {
   /** Webhook delivery settings, as the WEBHOOK_* variables give them (default: the server's defaults). */
   webhooks?: WebhookSettings;
   /** The newest version's contract, and older versions served beside it (default: openapi.yaml alone). */
-  versions?: { contract: Contract; olderContracts: Contract[] };
+  versions?: { contract: Contract; olderContracts: Contract[]; apiVersions?: readonly ApiVersion[] };
 }
 
 export async function startApi(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
@@ -92,7 +93,7 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const metrics = options.metrics === true ? new Metrics() : undefined;
   const seen = options.storageSeenByServer?.(storage) ?? storage;
   const app = await buildApp({
-    ...(options.versions ?? { contract }),
+    ...(options.versions ?? servedVersions),
     storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
     metrics,
     redis,

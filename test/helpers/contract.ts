@@ -1,15 +1,55 @@
 import { appendFileSync } from 'node:fs';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import { loadContract, type Contract } from '../../src/contract/document.js';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { Contract } from '../../src/contract/document.js';
 import { type ObservedResponse, ResponseConformance } from '../../src/contract/response-conformance.js';
+import { API_VERSIONS } from '../../src/versions/index.js';
+import { servedContracts } from '../../src/versions/served.js';
 
 export type { ObservedResponse };
 
-const contract: Contract = await loadContract();
-const conformance = new ResponseConformance(contract);
+/**
+ * Every version the server answers, each with its contract (src/versions/served.ts): openapi.yaml
+ * for the newest, the newest release for each older one. A response is checked against the
+ * contract of the base path that answered it.
+ */
+const { contract: newest, olderContracts } = await servedContracts();
 
-/** The contract's operation for a method and URL, if any. */
-export const findOperation = (method: string, url: string) => conformance.findOperation(method, url);
+/** What startApi serves by default: what the server serves. */
+export const servedVersions = { contract: newest, olderContracts, apiVersions: API_VERSIONS };
+
+/**
+ * The contract the v1 suites test: the one served under /v1 (openapi.yaml while it is v1, then the
+ * last v1 release, contracts/v1.2.0.yaml).
+ */
+const contract: Contract = [newest, ...olderContracts].find(({ basePath }) => basePath === '/v1') ?? newest;
+
+interface Version {
+  contract: Contract;
+  conformance: ResponseConformance;
+  isErrorBody: ValidateFunction;
+  /** The codes this version sends: `Error.code` is an open string, `ErrorCode` lists them. */
+  errorCodes: Set<string>;
+}
+
+const versions: Version[] = [newest, ...olderContracts].map((served) => ({
+  contract: served,
+  conformance: new ResponseConformance(served),
+  isErrorBody: new Ajv2020({ strict: false }).compile(served.dereferenced.components?.schemas?.Error as object),
+  errorCodes: new Set((served.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum),
+}));
+
+/** The version a URL is answered by: the one whose base path it is under (the v1 suites' otherwise: /healthz, /docs). */
+function versionOf(url: string): Version {
+  const found = versions.find(({ contract: { basePath } }) => {
+    if (!url.startsWith(basePath)) return false;
+    const next = url.charAt(basePath.length);
+    return next === '' || next === '/' || next === '?';
+  });
+  return found ?? versions.find((version) => version.contract === contract) ?? (versions[0] as Version);
+}
+
+/** The operation of the contract a URL's version answers it from, for a method and URL, if any. */
+export const findOperation = (method: string, url: string) => versionOf(url).conformance.findOperation(method, url);
 
 /**
  * Paths served outside the contract, by GET alone (decisions.md: the contract documents, the docs
@@ -17,8 +57,7 @@ export const findOperation = (method: string, url: string) => conformance.findOp
  * whatever the method; on these, another method is a 405 with `Allow: GET`, as on its own paths.
  */
 const SERVED_OUTSIDE_CONTRACT = new Set([
-  `${contract.basePath}/openapi.json`,
-  `${contract.basePath}/openapi.yaml`,
+  ...versions.flatMap(({ contract: { basePath } }) => [`${basePath}/openapi.json`, `${basePath}/openapi.yaml`]),
   '/docs',
   '/docs/',
   '/healthz',
@@ -71,8 +110,6 @@ export function contractPath(template: string): ContractPath {
   return found;
 }
 
-const isErrorBody = new Ajv2020({ strict: false }).compile(contract.dereferenced.components?.schemas?.Error as object);
-
 /** How an answer outside the contract departs from `expected` and from the Error body every failure has. */
 function outsideViolations(
   method: string,
@@ -94,14 +131,11 @@ function outsideViolations(
     body = undefined;
   }
   const json = /^application\/json(;|$)/.test(String(response.headers['content-type']));
-  if (!json || !isErrorBody(body) || (body as { status: unknown }).status !== response.statusCode) {
+  if (!json || !versionOf(url).isErrorBody(body) || (body as { status: unknown }).status !== response.statusCode) {
     problems.push(`${where}: not an Error body with its status: ${response.body.slice(0, 200)}`);
   }
   return problems;
 }
-
-/** The codes this version sends: `Error.code` is an open string, `ErrorCode` lists them. */
-const errorCodes = new Set((contract.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum);
 
 /** A failure's Error code, when its body is JSON with one. */
 function errorCodeOf(response: ObservedResponse): string | undefined {
@@ -118,17 +152,17 @@ function errorCodeOf(response: ObservedResponse): string | undefined {
 /** A failure's Error body whose code the contract's `ErrorCode` does not list. */
 function unlistedErrorCode(method: string, url: string, response: ObservedResponse): string[] {
   const code = errorCodeOf(response);
-  return code === undefined || errorCodes.has(code)
+  return code === undefined || versionOf(url).errorCodes.has(code)
     ? []
     : [`${method} ${url} -> ${response.statusCode}: code ${code} is not one of ErrorCode's`];
 }
 
-/** Every way a response departs from openapi.yaml; empty when it conforms. */
+/** Every way a response departs from the contract of the version that answered it; empty when it conforms. */
 export function contractViolations(method: string, url: string, response: ObservedResponse): string[] {
   const expected = outsideTheContract(method, url);
   const departures =
     expected === undefined
-      ? conformance.violations(method, url, response)
+      ? versionOf(url).conformance.violations(method, url, response)
       : outsideViolations(method, url, response, expected);
   return [...departures, ...unlistedErrorCode(method, url, response)];
 }
@@ -139,19 +173,22 @@ const responseLog = process.env.PETSTORE_RESPONSE_LOG;
 const logged = new Set<string>();
 
 /**
- * Opt-in (PETSTORE_RESPONSE_LOG=file), for `npm run contract:check`: appends `GET /pets/{petId} 404
- * not_found` once (the Error code, on a failure), which it holds to the operation's `x-error-codes`.
+ * Opt-in (PETSTORE_RESPONSE_LOG=file), for `npm run contract:check`: appends `/v1 GET /pets/{petId}
+ * 404 not_found` once (the base path of the version that answered, and the Error code on a
+ * failure), which it holds to that version's contract and the operation's `x-error-codes`.
  */
 function logResponse(method: string, url: string, response: ObservedResponse): void {
-  const { template } = findOperation(method, url);
+  const version = versionOf(url);
+  const { template } = version.conformance.findOperation(method, url);
   if (responseLog === undefined || template === undefined) return;
   const code = errorCodeOf(response);
-  const line = `${method.toUpperCase()} ${template} ${response.statusCode}${code === undefined ? '' : ` ${code}`}\n`;
+  const seen = `${method.toUpperCase()} ${template} ${response.statusCode}${code === undefined ? '' : ` ${code}`}`;
+  const line = `${version.contract.basePath} ${seen}\n`;
   if (!logged.has(line)) appendFileSync(responseLog, line);
   logged.add(line);
 }
 
-/** Throws (failing the test) unless the response conforms to openapi.yaml. */
+/** Throws (failing the test) unless the response conforms to the contract of the version that answered it. */
 export function assertConforms(method: string, url: string, response: ObservedResponse): void {
   const problems = contractViolations(method, url, response);
   if (problems.length > 0) throw new ContractViolation(problems.join('\n'));
