@@ -36,7 +36,7 @@ const LOG_BATCH_CHARACTERS = 4096;
  * a time, or every LOG_FLUSH_MS, and written by it asynchronously. One write a line made the write,
  * its thread-pool round trip and its callback a few percent of a request's CPU; and the destination
  * (sonic-boom) measures the UTF-8 length of everything it holds on each write it is given, which
- * line by line cost ~2 µs a request under load. What is held is written when the process exits (or
+ * line by line was a measurable share of a request under load (BENCHMARKS.md). What is held is written when the process exits (or
  * logs at fatal level); a SIGKILL loses at most LOG_FLUSH_MS of lines.
  */
 function logLines(): { write: (line: string) => void; flushSync: () => void } {

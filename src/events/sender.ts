@@ -21,9 +21,9 @@ export type SendResult = ReceiverAnswer & { durationMs: number };
 /**
  * Standard Webhooks' `v1` signature: HMAC-SHA256 of `id.timestamp.body` keyed by the bytes the
  * `whsec_` secret's base64 spells, in base64. Node's HMAC, not the standardwebhooks package's
- * JavaScript SHA-256 (11.6 µs a signature against 2.5); the tests verify every delivery with that
- * package's verifier. The key is decoded each time (0.3 µs): nothing is kept of a secret once
- * rotated away or removed.
+ * JavaScript SHA-256, several times slower (BENCHMARKS.md); the tests verify every delivery with
+ * that package's verifier. The key is decoded each time, which costs next to nothing: nothing is
+ * kept of a secret once rotated away or removed.
  */
 function signature(secret: string, eventId: string, timestamp: string, body: string): string {
   const key = Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64');
