@@ -18,6 +18,7 @@ const LAYERS = [
   'events',
   'storage',
   'domain',
+  'versions',
   'contract',
 ];
 const importsPointDown = LAYERS.map((layer, i) => ({
