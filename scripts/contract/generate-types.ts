@@ -33,7 +33,7 @@ export async function generateTypeFiles(root: string): Promise<Map<string, strin
   const configPath = join(root, GENERATE_CONFIG);
   const redocly = await loadConfig({ configPath });
   const configDir = join(configPath, '..');
-  const apis = Object.values(redocly.apis ?? {}) as { root: string; 'x-openapi-ts'?: { output?: string } }[];
+  const apis = Object.values(redocly.apis) as { root: string; 'x-openapi-ts'?: { output?: string } }[];
   const entries = await Promise.all(
     apis.map(async (api) => {
       const output = api['x-openapi-ts']?.output;
