@@ -651,6 +651,22 @@ export interface components {
              */
             categoryId: number;
             status: components["schemas"]["PetStatus"];
+            /**
+             * Format: date-time
+             * @description When the animal was added (RFC 3339, UTC, milliseconds), set by the service.
+             * @example 2026-11-25T10:00:00.000Z
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every
+             *     change moves it forward, by at least a millisecond, including a status an order gives
+             *     it. Equal to `createdAt` until the first change. An animal changed before version 2.0.0
+             *     was deployed carries the time of that upgrade until its next change: when it last
+             *     changed was not kept.
+             * @example 2026-11-25T10:05:00.000Z
+             */
+            readonly updatedAt: string;
         };
         /** @description A page of animals in ascending `id` order. */
         Pets: components["schemas"]["Pet"][];
