@@ -1007,7 +1007,11 @@ export interface components {
          */
         Cursor: string;
         /**
-         * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+         * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+         *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+         *     create, and send the same key when you retry it.
+         *
+         *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
          *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
          *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
          *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1169,16 +1173,20 @@ export interface operations {
     createPet: {
         parameters: {
             query?: never;
-            header?: {
+            header: {
                 /**
-                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                 *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                 *     create, and send the same key when you retry it.
+                 *
+                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
                  *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1414,16 +1422,20 @@ export interface operations {
     placeOrder: {
         parameters: {
             query?: never;
-            header?: {
+            header: {
                 /**
-                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                 *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                 *     create, and send the same key when you retry it.
+                 *
+                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
                  *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;

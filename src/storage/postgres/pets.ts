@@ -10,7 +10,14 @@ import { pageOf, rowsFor } from '../paging.js';
 const PET_COLUMNS = `id, name, category_id AS "categoryId", status, ${TIMESTAMP('created_at')} AS "createdAt",
   ${TIMESTAMP('updated_at')} AS "updatedAt"`;
 /** A Pet's fields, as PET_COLUMNS names them and versioned() reads them. */
-const PET_FIELDS = ['id', 'name', 'categoryId', 'status', 'createdAt', 'updatedAt'] as const satisfies readonly (keyof Pet)[];
+const PET_FIELDS = [
+  'id',
+  'name',
+  'categoryId',
+  'status',
+  'createdAt',
+  'updatedAt',
+] as const satisfies readonly (keyof Pet)[];
 const INSERT = `INSERT INTO pets (name, category_id, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
   RETURNING ${PET_COLUMNS}, version`;
 /** A change's updated_at: the clock's time ($n), or a millisecond past the last change's if that is not later. */

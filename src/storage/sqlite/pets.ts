@@ -123,8 +123,7 @@ export function petRepository(
   const createUnclaimed = atomic(db, (pet: NewPetRecord) => create(pet).created);
   // When nothing subscribes, the pet alone: one statement, its own transaction. all(), not get():
   // SQLite's commit hook, and with it the WAL's checkpoints, runs only once a statement has run to its end.
-  const createAlone = (pet: NewPetRecord) =>
-    versioned(insert.all({ ...pet, at: timestamp() })[0] as PetColumns);
+  const createAlone = (pet: NewPetRecord) => versioned(insert.all({ ...pet, at: timestamp() })[0] as PetColumns);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
   const createClaimed = atomic(db, (pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),

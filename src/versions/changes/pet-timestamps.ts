@@ -4,18 +4,19 @@ import type { VersionChange, VersionedEvent, VersionedResponse } from '../change
 const ANSWERS_WITH_PETS = new Set(['createPet', 'updatePet', 'listPets', 'getPet']);
 const PET_EVENTS = new Set(['pet.created', 'pet.updated', 'pet.deleted']);
 
-type Stamped = Record<string, unknown> & { createdAt?: unknown; updatedAt?: unknown };
-
+/** A copy of a pet without v2's fields (the answer may be a replay, kept as it was first sent). */
 function withoutTimestamps(pet: unknown): unknown {
   if (typeof pet !== 'object' || pet === null) return pet;
-  const { createdAt: _createdAt, updatedAt: _updatedAt, ...older } = pet as Stamped;
+  const older: Record<string, unknown> = { ...pet };
+  delete older.createdAt;
+  delete older.updatedAt;
   return older;
 }
 
 function petsOf(body: unknown): unknown[] | undefined {
-  if (Array.isArray(body)) return body;
+  if (Array.isArray(body)) return body as unknown[];
   const data = (body as { data?: unknown } | null)?.data;
-  return Array.isArray(data) ? data : undefined;
+  return Array.isArray(data) ? (data as unknown[]) : undefined;
 }
 
 /**
