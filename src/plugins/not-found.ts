@@ -47,7 +47,7 @@ function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply
  */
 export function frameworkErrors(
   paths: PathTable,
-  hooksFor: (request: FastifyRequest) => RequestHook[],
+  hooksFor: (request: FastifyRequest) => readonly RequestHook[],
   /** fastify runs no onResponse hook for these answers, nor logs them: these run once each is written. */
   onResponse?: onResponseHookHandler,
   requestLog?: LogController,
