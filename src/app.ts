@@ -127,7 +127,15 @@ export async function buildApp({
     sendUnrouted,
   );
   const app = Fastify(
-    serverOptions({ logger, requestLog, trustProxy, https, connections, metrics, frameworkErrors: answerFrameworkError }),
+    serverOptions({
+      logger,
+      requestLog,
+      trustProxy,
+      https,
+      connections,
+      metrics,
+      frameworkErrors: answerFrameworkError,
+    }),
   );
 
   // @fastify/otel first: it instruments the routes and hooks added after it.

@@ -85,8 +85,10 @@ async function main(): Promise<void> {
   const tracing = tracingConfigured() ? (await import('./tracing/opentelemetry.js')).startTracing() : undefined;
   // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
   const { describeDatabase, openStorage } = await import('./storage/index.js');
-  let onIdleError: (error: Error) => void = () => undefined;
-  let onListenError: (error: Error, channel: string) => void = () => undefined;
+  // Until the app's logger exists, a database connection's failure is kept, then logged like later ones.
+  const early: { error: Error; channel?: string }[] = [];
+  let onIdleError = (error: Error): void => void early.push({ error });
+  let onListenError = (error: Error, channel: string): void => void early.push({ error, channel });
   const storage = await openDatabase(openStorage, config.database, {
     onIdleError: (error) => onIdleError(error),
     onListenError: (error, channel) => onListenError(error, channel),
@@ -132,6 +134,10 @@ async function main(): Promise<void> {
       { err: error, channel },
       "a LISTEN connection failed; retried every second (meanwhile keys are read from the database and other instances' events found by polling)",
     );
+  for (const { error, channel } of early.splice(0)) {
+    if (channel === undefined) onIdleError(error);
+    else onListenError(error, channel);
+  }
 
   let metricsServer: MetricsServer | undefined;
   // On SIGTERM or SIGINT (a second one exits at once), or an error nothing caught: drain, close,
@@ -159,7 +165,9 @@ async function main(): Promise<void> {
       await deliveries.stop();
       await metricsServer?.close();
       // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
-      await tracing?.shutdown().catch((error: unknown) => app.log.warn({ err: error }, 'spans not exported at shutdown'));
+      await tracing
+        ?.shutdown()
+        .catch((error: unknown) => app.log.warn({ err: error }, 'spans not exported at shutdown'));
       redis?.disconnect();
       await storage.close();
       // The last line: a supervisor or an operator may start it again now.

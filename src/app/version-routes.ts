@@ -111,7 +111,13 @@ export async function versionRoutes(
         ...(older.migratesResponses && { preSerialization: older.responseDown(operationId) }),
       };
       // The glue merges these over the route it built (method, url, schema); its type wants a whole route.
-      const route = { handler, onRequest: [...hooks.of(operation)], preParsing, ...(config && { config }), ...migrations };
+      const route = {
+        handler,
+        onRequest: [...hooks.of(operation)],
+        preParsing,
+        ...(config && { config }),
+        ...migrations,
+      };
       return route as unknown as RouteOptions;
     },
   });

@@ -54,7 +54,9 @@ export function servedVersions(
   ]);
   if (unfit !== undefined) throw new Error(unfit);
   // By default each version served, with no changes.
-  const chain = new VersionChain(apiVersions ?? all.map((version) => ({ major: majorOf(version), changes: [] })).reverse());
+  const chain = new VersionChain(
+    apiVersions ?? all.map((version) => ({ major: majorOf(version), changes: [] })).reverse(),
+  );
   if (chain.newest !== majorOf(contract)) {
     throw new Error(
       `the newest contract is version ${contract.document.info.version}, but the newest version declared is ${chain.newest}`,
