@@ -26,13 +26,13 @@ import notFound, { emptyPathParameterIsUnroutable, frameworkErrors, type Request
 import framing, { refuseUnimplementedTransferCoding } from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from './plugins/json-body.js';
-import overload, { overloadedError, type ShedAnswer, shedAnswer } from './plugins/overload.js';
+import overload, { overloadedError, type ShedAnswer, shedAnswer, Shedder } from './plugins/overload.js';
 import { OlderVersion } from './plugins/versioning.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString, validationFailure } from './plugins/validation.js';
 import { RequestLog, requestLogger } from './plugins/request-log.js';
 import { serializerFactory } from './plugins/serialization.js';
-import { adaptNodeServer } from './http/node-server.js';
+import { nodeServerFactory } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
@@ -242,7 +242,9 @@ export async function buildApp({
   const httpMetrics = metrics && observeHttp(metrics);
   const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
   const requestLog = new RequestLog();
-  // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
+  // Shedding comes before fastify sees the request: a shed must cost as little as possible.
+  const shedder = new Shedder({ settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
+  // The server is nodeServerFactory's; fastify is told of HTTPS only for the addresses it logs.
   const tls: object = https === undefined ? {} : { https };
   const app = Fastify({
     logger,
@@ -258,14 +260,7 @@ export async function buildApp({
     exposeHeadRoutes: false,
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
     return503OnClosing: false,
-    requestTimeout: connections.requestTimeoutMs,
-    http: {
-      headersTimeout: Math.min(5_000, connections.requestTimeoutMs),
-      // Node checks the timeouts above this often (default 30 s: too coarse to be a limit).
-      connectionsCheckingInterval: Math.min(1_000, connections.requestTimeoutMs / 4),
-      // The framing plugin answers a missing Host with an Error body; Node's answer has none.
-      requireHostHeader: false,
-    },
+    serverFactory: nodeServerFactory({ ...connections, https, guard: shedder.guard }),
     clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
     frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog, sendUnrouted),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
@@ -278,13 +273,10 @@ export async function buildApp({
 
   // @fastify/otel first: it instruments the routes and hooks added after it.
   if (tracing !== undefined) await app.register(tracing.plugin);
-  adaptNodeServer(app.server, connections.maxConnections);
   app.addHook('onRequest', standardHeaders);
-  // In development, refusals are sent like other answers, for the response check to see them.
-  const refuse = refusals(development);
+  const refuse = refusals();
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
-  // Shedding comes before fastify sees the request: a shed must cost as little as possible.
   const deprecations = new Map(
     served.flatMap((version) =>
       version.operations.flatMap((operation) => {
@@ -312,10 +304,7 @@ export async function buildApp({
     return { older, answer: shedAnswer(answer, [], answer.status) };
   });
   await app.register(overload, {
-    settings: overloadSettings,
-    metrics,
-    requestId,
-    bodyLimit: BODY_LIMIT,
+    shedder,
     answerFor: (request) => {
       const url = request.url ?? '';
       const operation = paths.match(url)?.operations.get(request.method ?? '');
@@ -396,7 +385,7 @@ export async function buildApp({
         const migrate: ErrorMigration | undefined = older?.migratesResponses
           ? older.errorAnswers(operationId)
           : undefined;
-        const refuseHere = migrate === undefined ? refuse : refusals(development, migrate);
+        const refuseHere = migrate === undefined ? refuse : refusals(migrate);
         const onRequest: RequestHook[] = [];
         if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);
         const deprecation = deprecations.get(operation);
