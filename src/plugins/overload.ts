@@ -270,12 +270,13 @@ export class Shedder {
     const turns = this.#turns;
     return (request, response) => {
       const watch = this.#watch;
-      // While the loop keeps up, a clock read, a few comparisons and a setImmediate per loop turn
-      // are all a request pays; a CPU-time read a turn is added while requests wait past the target.
+      // Not yet attached (no plugin registered): nothing is shed.
       if (watch === undefined) {
         serve(request, response);
         return;
       }
+      // While the loop keeps up, a clock read, a few comparisons and a setImmediate per loop turn
+      // are all a request pays; a CPU-time read a turn is added while requests wait past the target.
       const now = performance.now();
       const late = turns.waited(now) > maxEventLoopDelayMs || watch.late(now);
       // CoDel: once a queue has stood longer than a burst, shed what waits past the target until a
