@@ -23,13 +23,30 @@ if (candidate === undefined)
 
 /**
  * An operation the contract does not have yet, on `/pets/{petId}` (deletePet while the contract
- * lacks it): its 204 has no body, its 404 one example, `notFound`.
+ * lacks it): its 204 has no body, its 404 one example, `notFound`, and it declares the responses
+ * every operation does (SHARED_RESPONSES).
  */
 export const NEW_OPERATION = {
   ...candidate,
   path: PATH,
   /** The URL of pet `id`. */
   url: (id: number | string) => `${contract.basePath}/pets/${id}`,
+};
+
+/**
+ * The responses every operation declares, as the server may give them to any request (the scope,
+ * a body it does not take, the rate limit, a failure, a transfer coding, the database away):
+ * test/every-operation.test.ts and test/scopes.test.ts get each one from every operation.
+ */
+export const SHARED_RESPONSES = ['403', '405', '415', '429', '500', '501', '503'] as const;
+const SHARED_RESPONSE_NAMES: Record<(typeof SHARED_RESPONSES)[number], string> = {
+  '403': 'Forbidden',
+  '405': 'MethodNotAllowed',
+  '415': 'UnsupportedMediaType',
+  '429': 'RateLimited',
+  '500': 'InternalError',
+  '501': 'NotImplemented',
+  '503': 'ServiceUnavailable',
 };
 
 /** The operation as a team would add it to openapi.yaml, under its path. */
@@ -45,7 +62,14 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
       x-error-codes:
         '400': [invalid_request]
         '401': [unauthorized]
+        '403': [insufficient_scope]
         '404': [not_found]
+        '405': [method_not_allowed]
+        '415': [unsupported_media_type]
+        '429': [rate_limited]
+        '500': [internal_error]
+        '501': [not_implemented]
+        '503': [service_unavailable]
       responses:
         '204':
           description: Done.
@@ -65,7 +89,7 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
               examples:
                 notFound:
                   value: { code: not_found, message: No pet with this id, status: 404 }
-`;
+${SHARED_RESPONSES.map((status) => `        '${status}':\n          $ref: '#/components/responses/${SHARED_RESPONSE_NAMES[status]}'\n`).join('')}`;
 
 /**
  * openapi.yaml's text with the new operation added and, as docs/contract.md asks of an addition to
