@@ -267,9 +267,9 @@ for i in "${!ports[@]}"; do
     sleep 0.2
   done
 done
-say "balancer: https://$PETSTORE_LB_ADDRESS/v1 (certificate: $PETSTORE_LB_CERT, stats:" \
+say "balancer: https://$PETSTORE_LB_ADDRESS/v2 (certificate: $PETSTORE_LB_CERT, stats:" \
   "http://$PETSTORE_LB_STATS/stats, metrics: http://$PETSTORE_LB_STATS/metrics, runtime API: $PETSTORE_LB_ADMIN_SOCKET)"
-say "  curl --cacert $PETSTORE_LB_CERT -H \"Authorization: Bearer \$KEY\" https://$PETSTORE_LB_ADDRESS/v1/pets"
+say "  curl --cacert $PETSTORE_LB_CERT -H \"Authorization: Bearer \$KEY\" https://$PETSTORE_LB_ADDRESS/v2/pets"
 say "  roll the instances: deploy/run-local.sh roll"
 # HAProxy's exit ends the stack; an instance's is the business of its supervisor.
 wait "$haproxy_pid"

@@ -24,7 +24,7 @@ import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '..
 import { compiledContractDir, contractPath, projectRoot } from '../src/contract/paths.js';
 import { checkHandlers } from './contract-check/handlers.js';
 import { staleClientFiles } from './contract/generate-client.js';
-import { generatedTypesFile, staleGeneratedTypes } from './contract/generate-types.js';
+import { staleGeneratedTypes } from './contract/generate-types.js';
 
 /**
  * What @seriousme/openapi-schema-validator's getAjvValidator does, to source instead of to memory:
@@ -68,8 +68,8 @@ async function main(): Promise<void> {
   // npm run contract:check builds with this: it reports these drifts itself, with diffs and fixes.
   if (process.argv.includes('--no-drift-check')) return;
   const problems: string[] = [];
-  if ((await staleGeneratedTypes(projectRoot)) !== undefined) {
-    problems.push(`${generatedTypesFile} is not what openapi.yaml generates: run npm run generate`);
+  for (const file of await staleGeneratedTypes(projectRoot)) {
+    problems.push(`${file} is not what its contract generates: run npm run generate`);
   }
   for (const file of await staleClientFiles(projectRoot, compiled)) {
     problems.push(`${file} is not what openapi.yaml generates: run npm run generate`);

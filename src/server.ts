@@ -173,6 +173,10 @@ async function main(): Promise<void> {
   const api = `${origin}${contract.basePath}`;
   const lines = [
     `Pet Store API at ${api} (database: ${describeDatabase(config.database)})`,
+    // Each older version beside it, answered through the changes made since (docs/versions.md).
+    ...olderContracts.map(
+      ({ basePath, document }) => `  ${basePath.slice(1)}: ${origin}${basePath} (${document.info.version})`,
+    ),
     `  docs: ${origin}/docs`,
     `  contract: ${api}/openapi.json, ${api}/openapi.yaml`,
     redis === undefined

@@ -87,7 +87,7 @@ async function loadWhile(call: Client, during: () => Promise<void>) {
 const TIMESTAMPED = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z /;
 /** What an instance itself prints at its start (src/server.ts): its own, not the script's. */
 const INSTANCE_BANNER =
-  /^(Pet Store API at |No API keys existed|psk_| {2}(docs|contract|rate limits|metrics|traces|a new key): | {2}curl )/;
+  /^(Pet Store API at |No API keys existed|psk_| {2}(v\d+|docs|contract|rate limits|metrics|traces|a new key): | {2}curl )/;
 
 t.test(
   'deploy/run-local.sh as docs/deploy.md gives it: creates the database, starts the stack, rolls every instance under load with a surge, never below two instances, and cleans up',
@@ -132,7 +132,7 @@ t.test(
     const [curl = ''] = await stack.printed(/(?<=^ {2})curl .*$/m);
     t.equal(
       curl,
-      `curl --cacert '${certificate}' -H 'Authorization: Bearer ${key}' https://127.0.0.1:${lbPort}/v1/pets`,
+      `curl --cacert '${certificate}' -H 'Authorization: Bearer ${key}' https://127.0.0.1:${lbPort}/v2/pets`,
       "the development key's curl names the balancer and its certificate",
     );
     t.equal(

@@ -1,5 +1,6 @@
 import {
   copyFileSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -13,12 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClientContract } from '../contract/client-description.js';
 import { clientFiles, clientGeneratedDir, pythonGeneratedDir } from '../contract/generate-client.js';
+import { GENERATE_CONFIG } from '../contract/generate-types.js';
+import { RELEASES_DIR } from '../../src/versions/releases.js';
 import { type Drift, files } from './drift.js';
 import { run } from './tools.js';
 
 const FIX = { run: 'npm run generate' };
-/** The Redocly config `npm run generate` names (see package.json). */
-const GENERATE_CONFIG = 'scripts/generate.redocly.yaml';
 const SHOWN_LINES = 6;
 /** Lines that must agree again for a hunk to end; and how far to look for them. */
 const RESYNC_LINES = 3;
@@ -80,6 +81,8 @@ export async function checkGenerated(root: string, contract?: ClientContract): P
     for (const file of ['package.json', files.contract, GENERATE_CONFIG]) {
       copyFileSync(join(root, file), join(scratch, file));
     }
+    // The older versions' releases, which generate their own types beside the newest's.
+    cpSync(join(root, RELEASES_DIR), join(scratch, RELEASES_DIR), { recursive: true });
     symlinkSync(join(root, 'node_modules'), join(scratch, 'node_modules'), 'dir');
     const result = await run('npm', ['run', '-s', 'generate:types'], scratch);
     if (result.code !== 0) {

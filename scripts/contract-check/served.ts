@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { buildApp } from '../../src/app.js';
+import { API_VERSIONS } from '../../src/versions/index.js';
 import type { FastifyInstance } from 'fastify';
 import type { Contract } from '../../src/contract/document.js';
 import { DEFAULT_OVERLOAD } from '../../src/plugins/overload.js';
@@ -31,6 +32,7 @@ export async function checkServed(root: string, contract: Contract, olderContrac
   const app = await buildApp({
     contract,
     olderContracts,
+    apiVersions: API_VERSIONS,
     storage,
     logger: false,
     publicUrl: INSTANCE_URL,

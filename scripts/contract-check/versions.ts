@@ -34,8 +34,11 @@ const coversDifference = (covered: Covered, difference: Difference) =>
 async function differences(root: string, base: string, revision: string, label: string): Promise<Difference[]> {
   const rated = await ratedChanges(root, base, revision, label);
   const [older, newer] = await Promise.all([loadContract(join(root, base)), loadContract(join(root, revision))]);
+  // Each major version is served under its own base path (/v1, /v2): that its servers differ is
+  // what being a version means, not a difference a change could migrate.
+  const ofTheVersion = rated.filter(({ path }) => !describePointer(path).startsWith('#/servers'));
   return [
-    ...rated.map(({ path, ruleId, impact, allowed, message, kind, location }) => ({
+    ...ofTheVersion.map(({ path, ruleId, impact, allowed, message, kind, location }) => ({
       at: describePointer(path),
       rule: ruleId,
       breaking: impact === 'major' && allowed === undefined,

@@ -38,12 +38,6 @@ export const petHandlers: HandlerModule = ({ storage: { pets }, rules, basePath 
       return tagged(reply, made);
     },
 
-    async getPet(request, reply) {
-      const found = await pets.get(request.params.petId);
-      if (found === undefined) throw notFound(request.params.petId);
-      return tagged(reply, found);
-    },
-
     async updatePet(request, reply) {
       const { petId } = request.params;
       const decide = rules.changePet(request.body, preconditionsOf(request.headers));

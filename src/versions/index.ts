@@ -1,4 +1,5 @@
 import type { ApiVersion } from './change.js';
+import { getPetRemoved } from './changes/get-pet-removed.js';
 
 /**
  * Every major version of the API, oldest first, each with the version changes that lead to it from
@@ -6,5 +7,11 @@ import type { ApiVersion } from './change.js';
  * openapi.yaml; each older one's is its newest release in contracts/. Adding a version is its
  * contract and its changes, listed here; contract:check proves the changes cover every breaking
  * difference between the contracts (docs/versions.md).
+ *
+ * A response goes down through a version's changes last to first, so a change listed later sees the
+ * newer version's shapes and one listed earlier sees what the later ones left.
  */
-export const API_VERSIONS: readonly ApiVersion[] = [{ major: 1, changes: [] }];
+export const API_VERSIONS: readonly ApiVersion[] = [
+  { major: 1, changes: [] },
+  { major: 2, changes: [getPetRemoved] },
+];

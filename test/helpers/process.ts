@@ -52,7 +52,8 @@ export async function startServerProcess(t: Teardown, env: Record<string, string
     if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}${stdout}`);
     if (Date.now() > deadline) throw new Error(`no banner within 60 s: ${stderr}${stdout}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
-    banner = /Pet Store API at (https?:\/\/\S+\/v1) /.exec(stdout);
+    // The suites that start a process call v1, which the banner names on a line of its own.
+    banner = /^ {2}v1: (https?:\/\/\S+\/v1) /m.exec(stdout);
   }
   // The key, when there is one, is printed alone on the banner's last line in the same write.
   const key = /^(psk_\S+)$/m.exec(stdout)?.[1];

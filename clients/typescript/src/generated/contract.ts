@@ -22,17 +22,6 @@ export const operations = {
     "idempotencyKey": true,
     "etag": "always"
   },
-  "getPet": {
-    "method": "GET",
-    "path": "/pets/{petId}",
-    "safeToResend": true,
-    "etag": "always",
-    "deprecated": {
-      "since": "2026-11-22",
-      "sunset": "2030-12-05",
-      "successor": "listPets"
-    }
-  },
   "deletePet": {
     "method": "DELETE",
     "path": "/pets/{petId}",
@@ -138,17 +127,6 @@ export interface OperationDocs {
    * `POST /pets`; scope `pets:write`
    */
   createPet: 'createPet';
-  /**
-   * Get an animal (deprecated)
-   *
-   * Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
-   * answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
-   * to the successor.
-   *
-   * `GET /pets/{petId}`; scope `pets:read`
-   * @deprecated since 2026-11-22; removed on 2030-12-05 (its Sunset). Use `listPets` instead.
-   */
-  getPet: 'getPet';
   /**
    * Remove an animal
    *
@@ -321,7 +299,6 @@ export interface OperationDocs {
 export interface ErrorCodes {
   listPets: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
   createPet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 422: 'idempotency_key_reused'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
-  getPet: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
   deletePet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 409: 'pet_on_order'; 412: 'precondition_failed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
   updatePet: { 400: 'invalid_request' | 'malformed_json'; 401: 'unauthorized'; 403: 'insufficient_scope'; 404: 'not_found'; 405: 'method_not_allowed'; 408: 'request_timeout'; 409: 'invalid_transition' | 'pet_on_order'; 412: 'precondition_failed'; 413: 'payload_too_large'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
   listOrders: { 400: 'invalid_request'; 401: 'unauthorized'; 403: 'insufficient_scope'; 405: 'method_not_allowed'; 415: 'unsupported_media_type'; 429: 'rate_limited'; 500: 'internal_error'; 501: 'not_implemented'; 503: 'service_unavailable' };
@@ -397,38 +374,6 @@ export const errorCodes: Record<string, Record<string, readonly string[]>> = {
     ],
     "422": [
       "idempotency_key_reused"
-    ],
-    "429": [
-      "rate_limited"
-    ],
-    "500": [
-      "internal_error"
-    ],
-    "501": [
-      "not_implemented"
-    ],
-    "503": [
-      "service_unavailable"
-    ]
-  },
-  "getPet": {
-    "400": [
-      "invalid_request"
-    ],
-    "401": [
-      "unauthorized"
-    ],
-    "403": [
-      "insufficient_scope"
-    ],
-    "404": [
-      "not_found"
-    ],
-    "405": [
-      "method_not_allowed"
-    ],
-    "415": [
-      "unsupported_media_type"
     ],
     "429": [
       "rate_limited"

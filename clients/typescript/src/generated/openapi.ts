@@ -42,14 +42,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get an animal (deprecated)
-         * @deprecated
-         * @description Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
-         *     answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
-         *     to the successor.
-         */
-        get: operations["getPet"];
+        get?: never;
         put?: never;
         post?: never;
         /**
@@ -1078,12 +1071,6 @@ export interface components {
          *     `Idempotency-Key`: its body and headers are as they were then, not as the resource is now.
          */
         IdempotentReplayed: "true";
-        /** @description The operation is deprecated (RFC 9745); the value is when it was deprecated. */
-        Deprecation: string;
-        /** @description When the operation will be removed (RFC 8594). */
-        Sunset: string;
-        /** @description The operation that replaces this one. */
-        SuccessorLink: string;
         /** @description `Bearer realm="petstore"`, with `error="invalid_token"` when a token was sent (RFC 6750). */
         WWWAuthenticate: string;
         /**
@@ -1229,168 +1216,6 @@ export interface operations {
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    getPet: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /**
-                 * @description The animal's id, a canonical positive decimal integer.
-                 * @example 1
-                 */
-                petId: components["parameters"]["PetId"];
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The animal. */
-            200: {
-                headers: {
-                    ETag: components["headers"]["ETag"];
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    "X-Request-Id": components["headers"]["XRequestId"];
-                    "API-Key-Expires": components["headers"]["ApiKeyExpires"];
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Pet"];
-                };
-            };
-            /**
-             * @description The petId is not a canonical positive integer, or a query parameter was sent (this
-             *     operation takes none).
-             */
-            400: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The API key is missing, malformed, unknown, revoked or expired. The RateLimit headers
-             *     count this client address's failed authentications.
-             */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description The API key lacks the scope this operation needs (the message names it). */
-            403: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description No animal has this id. */
-            404: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            405: components["responses"]["MethodNotAllowed"];
-            /** @description A body was sent: this operation takes none (see the UnsupportedMediaType response). */
-            415: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Too many requests (see the RateLimited response). */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description An unexpected failure in the service; the message reveals nothing of it. */
-            500: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description The body comes in a transfer coding this server does not implement (see the NotImplemented response). */
-            501: {
-                headers: {
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The service cannot answer now (see the ServiceUnavailable response). A request shed
-             *     under overload is answered before it is routed, without the deprecation headers.
-             */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
-                    Deprecation: components["headers"]["Deprecation"];
-                    Sunset: components["headers"]["Sunset"];
-                    Link: components["headers"]["SuccessorLink"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     deletePet: {

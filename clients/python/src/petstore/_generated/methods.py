@@ -103,37 +103,6 @@ class PetstoreMethods(SyncBase):
             )
         )
 
-    @deprecated("get_pet is deprecated since 2026-11-22 and removed on 2030-12-05 (its Sunset): use list_pets instead")
-    def get_pet(
-        self,
-        pet_id: int,
-        *,
-        options: RequestOptions | None = None,
-    ) -> Result[Pet, str]:
-        """Get an animal (deprecated)
-
-        Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
-        answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
-        to the successor.
-
-        ``GET /pets/{petId}``; scope ``pets:read``.
-
-        Deprecated since 2026-11-22, removed on 2030-12-05: use ``list_pets``.
-
-        Args:
-            pet_id: The animal's id, a canonical positive decimal integer.
-
-        Raises:
-            PetstoreError[GetPetErrorCode]: the API answered an error.
-            PetstoreNetworkError: no answer came, after the retries the contract makes safe.
-        """
-        return with_etag(
-            self._send(
-                Call(_op.GET_PET, path={"petId": pet_id}, query={}, headers={}, body=None, options=options),
-                _adapter_pet.validate_python,
-            )
-        )
-
     def delete_pet(
         self,
         pet_id: int,
@@ -626,37 +595,6 @@ class AsyncPetstoreMethods(AsyncBase):
         return with_etag(
             await self._send(
                 Call(_op.CREATE_PET, path={}, query={}, headers={"Idempotency-Key": idempotency_key}, body=body, options=options),
-                _adapter_pet.validate_python,
-            )
-        )
-
-    @deprecated("get_pet is deprecated since 2026-11-22 and removed on 2030-12-05 (its Sunset): use list_pets instead")
-    async def get_pet(
-        self,
-        pet_id: int,
-        *,
-        options: RequestOptions | None = None,
-    ) -> Result[Pet, str]:
-        """Get an animal (deprecated)
-
-        Deprecated, to be removed on 5 December 2030: use `GET /pets?id={petId}` instead, which
-        answers the animal's `ETag` too. Every response carries `Deprecation`, `Sunset` and a `Link`
-        to the successor.
-
-        ``GET /pets/{petId}``; scope ``pets:read``.
-
-        Deprecated since 2026-11-22, removed on 2030-12-05: use ``list_pets``.
-
-        Args:
-            pet_id: The animal's id, a canonical positive decimal integer.
-
-        Raises:
-            PetstoreError[GetPetErrorCode]: the API answered an error.
-            PetstoreNetworkError: no answer came, after the retries the contract makes safe.
-        """
-        return with_etag(
-            await self._send(
-                Call(_op.GET_PET, path={"petId": pet_id}, query={}, headers={}, body=None, options=options),
                 _adapter_pet.validate_python,
             )
         )

@@ -33,15 +33,6 @@ CREATE_PET = Operation(
     idempotency_key=True,
 )
 
-GetPetErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
-GET_PET = Operation(
-    name="get_pet",
-    method="GET",
-    path="/pets/{petId}",
-    error_codes=frozenset(get_args(GetPetErrorCode)),
-    safe_to_resend=True,
-)
-
 DeletePetErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "pet_on_order", "precondition_failed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
 DELETE_PET = Operation(
     name="delete_pet",
@@ -180,8 +171,6 @@ LIST_WEBHOOK_DELIVERIES = Operation(
 def is_petstore_error(error: object, operation: Literal["list_pets"]) -> TypeGuard[PetstoreError[ListPetsErrorCode]]: ...
 @overload
 def is_petstore_error(error: object, operation: Literal["create_pet"]) -> TypeGuard[PetstoreError[CreatePetErrorCode]]: ...
-@overload
-def is_petstore_error(error: object, operation: Literal["get_pet"]) -> TypeGuard[PetstoreError[GetPetErrorCode]]: ...
 @overload
 def is_petstore_error(error: object, operation: Literal["delete_pet"]) -> TypeGuard[PetstoreError[DeletePetErrorCode]]: ...
 @overload
