@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { projectRoot } from '../../src/contract/paths.js';
 import { servedVersions } from './contract.js';
 
 // A team adds an operation to openapi.yaml: the newest version.
@@ -96,12 +99,15 @@ ${SHARED_RESPONSES.map((status) => `        '${status}':\n          $ref: '#/com
 
 /**
  * openapi.yaml's text with the new operation added and, as docs/contract.md asks of an addition to
- * a released version, `info.version` moved to the next minor version.
+ * a released version, `info.version` moved to the next minor version (an unreleased one stays).
  */
 export function withNewOperation(contractText: string): string {
   return contractText
     .replace(`  ${PATH}:\n`, `  ${PATH}:\n${NEW_OPERATION_YAML}`)
-    .replace(/^( {2}version: )(\d+)\.(\d+)\.\d+$/m, (_, key: string, major: string, minor: string) => {
-      return `${key}${major}.${Number(minor) + 1}.0`;
-    });
+    .replace(
+      /^( {2}version: )((\d+)\.(\d+)\.\d+)$/m,
+      (line, key: string, version: string, major: string, minor: string) =>
+        // A version not released yet already carries its changes (contracts/ has no file of it).
+        existsSync(join(projectRoot, 'contracts', `v${version}.yaml`)) ? `${key}${major}.${Number(minor) + 1}.0` : line,
+    );
 }
