@@ -282,7 +282,7 @@ for (const client of CLIENTS) {
           return petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${current.data[0]?.name ?? ''}!` },
+            body: { name: `${current.data.data[0]?.name ?? ''}!` },
           });
         },
       );
@@ -292,7 +292,7 @@ for (const client of CLIENTS) {
           petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${current.data[0]?.name ?? ''}?` },
+            body: { name: `${current.data.data[0]?.name ?? ''}?` },
           }),
       );
       outcome = { stale, refused, reads, modified: modified.data, async_name: again.data.name };

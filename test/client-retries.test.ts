@@ -57,7 +57,7 @@ t.test('a 503 while the database cannot serve is waited out; the create is made 
   waitedOut(t, retries, 503, 'service_unavailable');
   const listed = await client.listPets();
   t.same(
-    listed.data.map(({ name }) => name),
+    listed.data.data.map(({ name }) => name),
     ['Resilient'],
     'one pet, not two',
   );
