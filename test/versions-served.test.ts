@@ -8,6 +8,7 @@ import { ResponseConformance } from '../src/contract/response-conformance.js';
 import type { VersionChange } from '../src/versions/change.js';
 import { VersionChain } from '../src/versions/chain.js';
 import { getPetRemoved } from '../src/versions/changes/get-pet-removed.js';
+import { listEnvelopes } from '../src/versions/changes/list-envelopes.js';
 import { API_VERSIONS } from '../src/versions/index.js';
 import { checkHandlers, handlerNames } from '../scripts/contract-check/handlers.js';
 import { servedContracts } from '../src/versions/served.js';
@@ -180,9 +181,10 @@ t.test('an older version is answered through the changes since: requests up, ans
 
 t.test('an operation v2 removed is answered on v1 by the v2 operation its change names', async (t) => {
   const v2 = await v2Contract(t, true);
+  // listEnvelopes makes v2's page v1's array, from which getPetRemoved takes the pet.
   const chain = new VersionChain([
     { major: 1, changes: [] },
-    { major: 2, changes: [getPetRemoved] },
+    { major: 2, changes: [getPetRemoved, listEnvelopes] },
   ]);
   // The handlers as they are once getPet's is removed with the operation (issue 51's v2).
   const withoutGetPet = handlerNames(v2).filter((name) => name !== 'getPet');
