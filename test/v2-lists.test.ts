@@ -191,6 +191,11 @@ t.test(
 
     const sold = (await get(t, api, '/v1/pets?status=sold&limit=1')).headers.link;
     const soldCursor = /cursor=([^>&]+)>/.exec(String(sold))?.[1] ?? '';
+    t.equal(
+      sold,
+      `</v1/pets?limit=1&status=sold&cursor=${soldCursor}>; rel="next"`,
+      "v1's Link in v1's order, as asked or not",
+    );
     t.same(
       ids((await get(t, api, `/v2/pets?status=sold&limit=5&cursor=${soldCursor}`)).json<Envelope>().data),
       whole.filter((_, index) => index % 2 === 0).slice(1),
