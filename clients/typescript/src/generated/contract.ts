@@ -936,7 +936,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -986,6 +988,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }
@@ -1021,7 +1041,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -1071,6 +1093,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }
@@ -1106,7 +1146,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -1156,6 +1198,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }
