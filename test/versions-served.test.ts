@@ -55,7 +55,16 @@ t.test('v1 and v2 served side by side from one implementation and one database',
     t.match(document.servers[0]?.url, new RegExp(`${base}$`), 'naming this instance under its base path');
   }
 
-  const created = await request('POST', '/v2/pets', { name: 'Rex', categoryId: 1 });
+  // v2's creates need an Idempotency-Key (issue 51, change 5).
+  const created = await request(
+    'POST',
+    '/v2/pets',
+    { name: 'Rex', categoryId: 1 },
+    {
+      ...api.auth,
+      'idempotency-key': 'served-1',
+    },
+  );
   t.equal(created.statusCode, 201);
   const { id } = created.json<{ id: number }>();
   const readThroughV1 = await request('GET', `/v1/pets?id=${id}`);
@@ -198,7 +207,7 @@ t.test('an operation v2 removed is answered on v1 by the v2 operation its change
   const created = await api.app.inject({
     method: 'POST',
     url: '/v2/pets',
-    headers: api.auth,
+    headers: { ...api.auth, 'idempotency-key': 'removed-1' },
     payload: { name: 'Rex', categoryId: 1 },
   });
   const { id } = created.json<{ id: number }>();
