@@ -1040,9 +1040,7 @@ export interface components {
         /**
          * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
          *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-         *     create, and send the same key when you retry it.
-         *
-         *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+         *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
          *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
          *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
          *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1202,9 +1200,7 @@ export interface operations {
                 /**
                  * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                  *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                 *     create, and send the same key when you retry it.
-                 *
-                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1450,9 +1446,7 @@ export interface operations {
                 /**
                  * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                  *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                 *     create, and send the same key when you retry it.
-                 *
-                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
