@@ -27,7 +27,7 @@ import framing, { refuseUnimplementedTransferCoding } from './plugins/framing.js
 import health from './plugins/health.js';
 import jsonBody, { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from './plugins/json-body.js';
 import overload, { overloadedError, type ShedAnswer, shedAnswer } from './plugins/overload.js';
-import { OlderVersion } from './plugins/versioning.js';
+import { OlderVersion, servesUrl } from './plugins/versioning.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { compileValidator, validateEveryQueryString, validationFailure } from './plugins/validation.js';
 import { RequestLog, requestLogger } from './plugins/request-log.js';
@@ -36,6 +36,7 @@ import { adaptNodeServer } from './http/node-server.js';
 import { clientErrorHandlerWith } from './http/raw-answers.js';
 import { countUnparsable, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
+import { PROBLEM_MEDIA_TYPE } from './contract/media-types.js';
 import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
 import {
   type ConnectionLimits,
@@ -138,12 +139,15 @@ interface MediaTypeMap {
   content?: Record<string, { schema?: unknown }>;
 }
 
+/** The JSON media types of bodies: a request's, and an answer's, which an error's problem detail is too. */
+const BODY_MEDIA_TYPES: readonly string[] = [...JSON_MEDIA_TYPES, PROBLEM_MEDIA_TYPE];
+
 /** The schema of a body the contract gives in one JSON media type and no other. */
 function onlyJsonSchema(part: unknown): unknown {
   const content = (part as MediaTypeMap | undefined)?.content;
   const [mediaType, ...others] = Object.keys(content ?? {});
   if (mediaType === undefined || others.length > 0) return undefined;
-  return (JSON_MEDIA_TYPES as readonly string[]).includes(mediaType) ? content?.[mediaType]?.schema : undefined;
+  return BODY_MEDIA_TYPES.includes(mediaType) ? content?.[mediaType]?.schema : undefined;
 }
 
 /**
@@ -222,15 +226,19 @@ export async function buildApp({
       return older.migratesRequests || older.migratesResponses ? [[version, older] as const] : [];
     }),
   );
-  // Errors of requests no route answers (404, 405), in the words of the older version whose base path they are under.
+  // Errors no operation answers (404, 405, an unparsable request, /readyz's 503), in the words of the
+  // version whose base path the URL is under; outside every base path (/healthz, /docs, an unknown
+  // path), or when the URL cannot be read, in the oldest version's, as before v2 (docs/errors.md).
   const unroutedMigrations = [...olderVersions.values()]
     .filter((older) => older.migratesResponses)
+    .sort((one, other) => one.major - other.major)
     .map((older) => ({ older, migrate: older.errorAnswers('') }));
-  const sendUnrouted = unroutedErrors(
-    unroutedMigrations.length === 0
-      ? undefined
-      : (url) => unroutedMigrations.find(({ older }) => older.serves(url))?.migrate,
-  );
+  const unroutedMigration = (url: string | undefined): ErrorMigration | undefined => {
+    if (url !== undefined && servesUrl(contract.basePath, url)) return undefined;
+    const under = url === undefined ? undefined : unroutedMigrations.find(({ older }) => older.serves(url));
+    return (under ?? unroutedMigrations[0])?.migrate;
+  };
+  const sendUnrouted = unroutedErrors(unroutedMigrations.length === 0 ? undefined : unroutedMigration);
   const paths = new PathTable(served);
   // Each operation's onRequest hooks, filled as the glue builds its routes (before any request).
   const operationHooks = new Map<ContractOperation, RequestHook[]>();
@@ -266,7 +274,10 @@ export async function buildApp({
       // The framing plugin answers a missing Host with an Error body; Node's answer has none.
       requireHostHeader: false,
     },
-    clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
+    clientErrorHandler: clientErrorHandlerWith(
+      metrics && ((status) => countUnparsable(metrics, status)),
+      (target, error) => unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared },
+    ),
     frameworkErrors: frameworkErrors(paths, hooksFor, onUnmatchedResponse, requestLog, sendUnrouted),
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
@@ -307,10 +318,12 @@ export async function buildApp({
       shedAnswers.set(operation, shedAnswer(prepared, Object.entries(extra ?? {}).flat(), answer?.status));
     }
   }
-  const unroutedShed = unroutedMigrations.map(({ older, migrate }) => {
-    const answer = migrate(overloaded);
-    return { older, answer: shedAnswer(answer, [], answer.status) };
-  });
+  const unroutedShed = new Map(
+    unroutedMigrations.map(({ migrate }) => {
+      const answer = migrate(overloaded);
+      return [migrate, shedAnswer(answer, [], answer.status)] as const;
+    }),
+  );
   await app.register(overload, {
     settings: overloadSettings,
     metrics,
@@ -320,11 +333,15 @@ export async function buildApp({
       const url = request.url ?? '';
       const operation = paths.match(url)?.operations.get(request.method ?? '');
       if (operation !== undefined) return shedAnswers.get(operation);
-      return unroutedShed.find(({ older }) => older.serves(url))?.answer;
+      const migrate = unroutedMigration(url);
+      return migrate && unroutedShed.get(migrate);
     },
   });
   await app.register(framing);
-  await app.register(errors, { sendUnrouted });
+  await app.register(errors, {
+    sendUnrouted,
+    isOperation: (request) => paths.match(request.url)?.operations.has(request.method) === true,
+  });
   await app.register(notFound, {
     paths,
     onUnmatchedResponse,
@@ -333,7 +350,11 @@ export async function buildApp({
   });
   await app.register(jsonBody);
 
-  await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
+  await app.register(health, {
+    storage,
+    overloaded: () => (app.isUnderPressure() ? overloaded : undefined),
+    sendError: sendUnrouted,
+  });
   await app.register(docs, { contracts: served, publicUrl });
 
   const dispatcher = new Dispatcher(
