@@ -350,7 +350,7 @@ function throughBalancer(origin: string, method: string, url: string, inContract
             if (inContract) assertConforms(method, url, answer);
             resolve(answer);
           } catch (error) {
-            reject(error as Error);
+            reject(error instanceof Error ? error : new Error(String(error)));
           }
         });
       },
