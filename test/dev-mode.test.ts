@@ -66,12 +66,18 @@ t.test('development answers an operation without a handler from the contract', a
 
   const notFound = await added({ ...auth, prefer: 'code=404' });
   t.equal(notFound.statusCode, 404, 'Prefer: code=404');
-  t.same(notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
+  t.same(notFound.json(), {
+    type: 'https://petstore.example/problems/not_found',
+    title: 'Not found',
+    status: 404,
+    detail: 'No pet with this id',
+    code: 'not_found',
+  });
   const named = await added({ ...auth, prefer: 'code=404, example=notFound' });
   t.same(named.json(), notFound.json(), 'Prefer: example=<name>');
   const unknown = await added({ ...auth, prefer: 'code=404; example=nope' });
   t.equal(unknown.statusCode, 400);
-  t.match(unknown.json(), { message: `example=nope: ${operationId} 404 documents only notFound` });
+  t.match(unknown.json(), { detail: `example=nope: ${operationId} 404 documents only notFound` });
   const undocumented = await added({ ...auth, prefer: 'code=418' });
   t.equal(undocumented.statusCode, 400, 'a status the contract does not document is refused');
 
@@ -126,7 +132,11 @@ const withPetCare = (text: string) => {
 
 t.test('development answers a success without an example with a value sampled from its schema', async (t) => {
   const { app, auth, logged, contract } = await serve(t, withPetCare, true);
-  t.equal((await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care` })).statusCode, 401, 'after authentication');
+  t.equal(
+    (await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care` })).statusCode,
+    401,
+    'after authentication',
+  );
   const answer = await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care`, headers: auth });
   t.equal(answer.statusCode, 200);
   t.equal(answer.headers['x-petstore-mock'], 'schema', 'marked as an example, generated from the schema');
