@@ -5,6 +5,7 @@ import { createServer } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { request as httpsRequest } from 'node:https';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { issueKey } from '../src/auth/api-keys.js';
 import { JSON_CONTENT_TYPE, PROBLEM_CONTENT_TYPE } from '../src/contract/media-types.js';
@@ -19,6 +20,7 @@ import {
   rawExchange,
   startApi,
   type TapTest,
+  temporaryDirectory,
   type TestApi,
 } from './helpers/api.js';
 import { assertConforms, type ObservedResponse, servedVersions } from './helpers/contract.js';
@@ -274,10 +276,13 @@ t.test('429 and 500: a problem on /v2, an Error on /v1', async (t) => {
 
 t.test('a shed request: a problem on /v2, an Error on /v1 and outside the versions', async (t) => {
   // Lists hold the event loop: the requests read in the turn after one has waited through it and,
-  // with no burst allowed, are shed.
+  // with no burst allowed, are shed. Shedding is decided before storage, so this server is on a
+  // SQLite file whatever the backend: its reads are synchronous, so the hold falls in the very turn
+  // that read the request, which is the one the shedder times (a PostgreSQL read comes in a later one).
   const HOLD_MS = 150;
   let duringHold: (() => void) | undefined;
   const api = await startApi(t, {
+    databaseUrl: join(temporaryDirectory(t), 'shed.db'),
     overload: { maxEventLoopDelayMs: 20, retryAfterSeconds: 1, sampleIntervalMs: 10, burstCpuMs: 0 },
     storageSeenByServer: (storage): Storage => ({
       ...storage,
