@@ -230,14 +230,14 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   // An edited example is served.
   writeFileSync(
     contractFile,
-    readFileSync(contractFile, 'utf8').replace('message: No pet with this id', 'message: Nothing has this id'),
+    readFileSync(contractFile, 'utf8').replace('detail: No pet with this id', 'detail: Nothing has this id'),
   );
   await eventually(
     'the edited example',
     45,
     async () => {
-      const body = (await (await newOperation({ ...auth, prefer: 'code=404' })).json()) as { message?: string };
-      return body.message === 'Nothing has this id' ? true : undefined;
+      const body = (await (await newOperation({ ...auth, prefer: 'code=404' })).json()) as { detail?: string };
+      return body.detail === 'Nothing has this id' ? true : undefined;
     },
     log,
   );

@@ -3,6 +3,7 @@ import openapiGlue from 'fastify-openapi-glue';
 import type { Contract } from '../contract/document.js';
 import type { WebhookSettings } from '../events/settings.js';
 import { serviceHandlers } from '../handlers/index.js';
+import { PROBLEM_MEDIA_TYPE } from '../contract/media-types.js';
 import { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from '../plugins/json-body.js';
 import { validateEveryQueryString } from '../plugins/validation.js';
 import type { Storage } from '../storage/types.js';
@@ -36,12 +37,15 @@ interface MediaTypeMap {
   content?: Record<string, { schema?: unknown }>;
 }
 
+/** The JSON media types of bodies: a request's, and an answer's, which an error's problem detail is too. */
+const BODY_MEDIA_TYPES: readonly string[] = [...JSON_MEDIA_TYPES, PROBLEM_MEDIA_TYPE];
+
 /** The schema of a body the contract gives in one JSON media type and no other. */
 function onlyJsonSchema(part: unknown): unknown {
   const content = (part as MediaTypeMap | undefined)?.content;
   const [mediaType, ...others] = Object.keys(content ?? {});
   if (mediaType === undefined || others.length > 0) return undefined;
-  return (JSON_MEDIA_TYPES as readonly string[]).includes(mediaType) ? content?.[mediaType]?.schema : undefined;
+  return BODY_MEDIA_TYPES.includes(mediaType) ? content?.[mediaType]?.schema : undefined;
 }
 
 /**

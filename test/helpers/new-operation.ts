@@ -89,12 +89,17 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
         '404':
           description: No animal has this id.
           content:
-            application/json:
+            application/problem+json:
               schema:
-                $ref: '#/components/schemas/Error'
+                $ref: '#/components/schemas/Problem'
               examples:
                 notFound:
-                  value: { code: not_found, message: No pet with this id, status: 404 }
+                  value:
+                    type: https://petstore.example/problems/not_found
+                    title: Not found
+                    status: 404
+                    detail: No pet with this id
+                    code: not_found
 ${SHARED_RESPONSES.map((status) => `        '${status}':\n          $ref: '#/components/responses/${SHARED_RESPONSE_NAMES[status]}'\n`).join('')}`;
 
 /**

@@ -701,22 +701,43 @@ export interface components {
             data: components["schemas"]["Pets"];
             nextCursor: components["schemas"]["NextCursor"];
         };
-        /** @description The body of every response that is not a success. */
-        Error: {
+        /**
+         * @description The body of every response that is not a success: a problem detail (RFC 9457), sent as
+         *     `application/problem+json`. `type` identifies the kind of problem and `title` is fixed for
+         *     it (`x-problem-types` lists every one, keyed by `code`); `detail` says what went wrong with
+         *     this request; `status` repeats the HTTP status; `code` is `type`'s last segment, the
+         *     machine-readable code v1's `Error` carried (docs/errors.md).
+         */
+        Problem: {
             /**
-             * @description Machine-readable error code: one of `ErrorCode`'s values. The set grows in minor
-             *     versions, so this is an open string: a client treats a code it does not know as the
-             *     generic error of the response's `status`.
+             * Format: uri
+             * @description The problem type: `https://petstore.example/problems/<code>`, one of `x-problem-types`'
+             *     (a URI that identifies the type; docs/errors.md documents each).
+             * @example https://petstore.example/problems/invalid_request
+             */
+            type: string;
+            /**
+             * @description The problem type's short summary, the same for every problem of that `type`.
+             * @example Invalid request
+             */
+            title: string;
+            /** @description The HTTP status of the response. */
+            status: number;
+            /**
+             * @description What went wrong with this request, for a person to read; for a `400` it names the
+             *     offending field or parameter.
+             */
+            detail: string;
+            /**
+             * @description Machine-readable error code: one of `ErrorCode`'s values, and the last segment of
+             *     `type`. The set grows in minor versions, so this is an open string: a client treats a
+             *     code it does not know as the generic error of the response's `status`.
              * @example invalid_request
              */
             code: string;
-            /** @description Human-readable description; for a 400 it names the offending field or parameter. */
-            message: string;
-            /** @description The HTTP status of the response. */
-            status: number;
         };
         /**
-         * @description The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
+         * @description The codes `Problem.code` takes in this version: `invalid_request`, `malformed_json` and
          *     `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
          *     (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
          *     `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
@@ -735,32 +756,32 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description A parameter or the body is invalid (`invalid_request`, `malformed_json`), or the URL is one
-         *     the server must not send to (`webhook_url_refused`; the message says why).
+         *     the server must not send to (`webhook_url_refused`; the detail says why).
          */
         WebhookBadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description The API key is valid but lacks the scope this operation needs (decided before the body is
          *     read), or the scope an event kind in `events` needs (each kind's `x-scope`, the scope that
-         *     reads its data: decided once the body is read). The message names the scope.
+         *     reads its data: decided once the body is read). The detail names the scope.
          */
         WebhookForbidden: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -772,7 +793,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The endpoint is disabled; enable it (`PATCH`, `enabled`) first. */
@@ -781,7 +802,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -801,19 +822,19 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description A parameter or the body is invalid, or a query parameter is not one the operation declares
-         *     (the message names it); or the body is not valid JSON.
+         *     (the detail names it); or the body is not valid JSON.
          */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -829,11 +850,11 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
-         * @description The API key is valid but lacks the scope this operation needs (the message names it);
+         * @description The API key is valid but lacks the scope this operation needs (the detail names it);
          *     decided after authentication and before the body is read.
          */
         Forbidden: {
@@ -841,7 +862,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The path exists but not with this method. */
@@ -851,7 +872,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description No animal has this id (or it was removed). */
@@ -860,7 +881,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description No order has this id. */
@@ -869,7 +890,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -883,7 +904,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -897,7 +918,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The `Idempotency-Key` was already used, within 24 hours, with a different body. */
@@ -906,7 +927,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -924,7 +945,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -936,7 +957,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The body is larger than 16 KiB. */
@@ -945,7 +966,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -962,7 +983,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -976,7 +997,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -992,16 +1013,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An unexpected failure in the service; the message reveals nothing of it. */
+        /** @description An unexpected failure in the service; the detail reveals nothing of it. */
         InternalError: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
     };
@@ -1249,7 +1270,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             405: components["responses"]["MethodNotAllowed"];

@@ -418,24 +418,37 @@ Pets: TypeAlias = list[Pet]
 """A page of animals in ascending `id` order."""
 
 
-class Error(BaseModel):
-    """The body of every response that is not a success."""
+class Problem(BaseModel):
+    """The body of every response that is not a success: a problem detail (RFC 9457), sent as
+    `application/problem+json`. `type` identifies the kind of problem and `title` is fixed for
+    it (`x-problem-types` lists every one, keyed by `code`); `detail` says what went wrong with
+    this request; `status` repeats the HTTP status; `code` is `type`'s last segment, the
+    machine-readable code v1's `Error` carried (docs/errors.md).
+    """
 
     model_config = _MODEL
 
-    code: str
-    """Machine-readable error code: one of `ErrorCode`'s values. The set grows in minor
-    versions, so this is an open string: a client treats a code it does not know as the
-    generic error of the response's `status`.
+    type: str
+    """The problem type: `https://petstore.example/problems/<code>`, one of `x-problem-types`'
+    (a URI that identifies the type; docs/errors.md documents each).
     """
-    message: str
-    """Human-readable description; for a 400 it names the offending field or parameter."""
+    title: str
+    """The problem type's short summary, the same for every problem of that `type`."""
     status: int
     """The HTTP status of the response."""
+    detail: str
+    """What went wrong with this request, for a person to read; for a `400` it names the
+    offending field or parameter.
+    """
+    code: str
+    """Machine-readable error code: one of `ErrorCode`'s values, and the last segment of
+    `type`. The set grows in minor versions, so this is an open string: a client treats a
+    code it does not know as the generic error of the response's `status`.
+    """
 
 
 ErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "not_found", "method_not_allowed", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "request_timeout", "headers_too_large", "rate_limited", "internal_error", "service_unavailable", "invalid_transition", "pet_on_order", "pet_not_available", "precondition_failed", "insufficient_scope", "webhook_url_refused", "webhook_disabled", "webhook_limit_reached", "not_implemented"]
-"""The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
+"""The codes `Problem.code` takes in this version: `invalid_request`, `malformed_json` and
 `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
 (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
 `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
@@ -491,7 +504,7 @@ __all__ = [
     "NextCursor",
     "Orders",
     "Pets",
-    "Error",
+    "Problem",
     "ErrorCode",
     "Event",
     "EVENTS",
