@@ -17,7 +17,7 @@ import {
   type ReceivedEvent,
   type Retry,
   unwrap,
-} from '../clients/typescript/src/index.js';
+} from '../clients/typescript/src/v1.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';

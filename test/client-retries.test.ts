@@ -1,7 +1,7 @@
 // The TypeScript client waits out a real 429 and a real 503 (the database locked by another process
 // on SQLite, stopped on PostgreSQL), honouring Retry-After, and the create it retries is made once.
 import t from 'tap';
-import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
+import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/v1.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
 import { outage } from './helpers/outage.js';
 

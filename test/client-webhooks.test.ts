@@ -4,7 +4,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import t from 'tap';
 import { Webhook } from 'standardwebhooks';
-import { createClient, PetstoreWebhookError, type ReceivedEvent, unwrap } from '../clients/typescript/src/index.js';
+import { createClient, PetstoreWebhookError, type ReceivedEvent, unwrap } from '../clients/typescript/src/v1.js';
 import { conformingFetch, listen } from './helpers/api.js';
 import { startReceiver } from './helpers/receiver.js';
 import { declaredEvents, eventually, start } from './helpers/webhooks.js';

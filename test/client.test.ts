@@ -15,7 +15,7 @@ import {
   type Retry,
   type Status,
   transitions,
-} from '../clients/typescript/src/index.js';
+} from '../clients/typescript/src/v1.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { clientFiles } from '../scripts/contract/generate-client.js';
@@ -296,9 +296,9 @@ t.test('an operation added to the contract is in both clients generated from it,
     `"${operationId}": {\n    "method": "${method}",\n    "path": "${path}",`,
     'its TypeScript method is made from this table entry, as every other is',
   );
-  const python = [...generated].find(([file]) => file.endsWith('_generated/methods.py'))?.[1] ?? '';
+  const python = [...generated].find(([file]) => /_generated\/v\d+\/methods\.py$/.test(file))?.[1] ?? '';
   const name = operationId.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
   t.equal(python.split(` def ${name}(\n`).length - 1, 2, `a Python method ${name}, on the sync and the async client`);
-  const operations = [...generated].find(([file]) => file.endsWith('_generated/operations.py'))?.[1] ?? '';
+  const operations = [...generated].find(([file]) => /_generated\/v\d+\/operations\.py$/.test(file))?.[1] ?? '';
   t.match(operations, `name="${name}",\n    method="${method}",\n    path="${path}",`, 'from its entry');
 });

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Literal, TypeAlias, TypeGuard, get_args, overload
 
 
-from .._base import Operation
-from .._errors import PetstoreError
+from ..._base import Operation
+from ..._errors import PetstoreError
 from .models import PetStatus, OrderStatus
 
 
