@@ -74,7 +74,7 @@ const PREAMBLE = `declare const petstore: import('@petstore/client').PetstoreCli
 
 /** What the types promise a user, and what they refuse: each `@ts-expect-error` must meet an error. */
 const TYPING = `
-import { canMove, createClient, isPetstoreError, unwrap, type ReportedCode, type ErrorCodes } from '@petstore/client';
+import { canMove, createClient, isPetstoreError, unwrap, type ReportedCode, type ErrorCodes } from '@petstore/client/v1';
 
 // The codes of each status, from the contract's x-error-codes.
 export const conflict: ErrorCodes['placeOrder'][409] = 'pet_not_available';

@@ -60,7 +60,7 @@ t.test(
 );
 
 /** What a type checker must refuse in a program using the client: each line marked `# refused`. */
-const REFUSALS = `from petstore import PetPatch, Petstore, PetstoreError, can_move, is_petstore_error
+const REFUSALS = `from petstore.v1 import PetPatch, Petstore, PetstoreError, can_move, is_petstore_error
 
 
 def refusals(petstore: Petstore, error: PetstoreError[str]) -> None:
@@ -130,7 +130,7 @@ t.test("a deprecated operation warns when called, with the contract's sunset and
   const names = deprecated.map(({ operationId }) => operationId.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`));
   const script = [
     'import json, warnings',
-    'from petstore import Petstore, PetstoreNetworkError',
+    'from petstore.v1 import Petstore, PetstoreNetworkError',
     `petstore = Petstore("http://127.0.0.1:${port}/v1", "psk_unused", attempts=1)`,
     'said = {}',
     `for name in ${JSON.stringify(names)}:`,
