@@ -4,14 +4,21 @@
 // errors read as v2's contract says (a problem's `detail`, `type` and `title` once errors are problem
 // details), the Idempotency-Key each create carries, and both versions' clients side by side on one
 // server. The v1 clients' suites are the other test/client*.test.ts files, unchanged.
+import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { createClient, isPetstoreError, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
 import { operations } from '../clients/typescript/src/generated/v2/contract.js';
 import * as v1 from '../clients/typescript/src/v1.js';
+import { bind } from '../clients/typescript/src/version.js';
+import { type ClientContract, describeClient } from '../scripts/contract/client-description.js';
+import { clientFiles } from '../scripts/contract/generate-client.js';
+import { validateContract } from '../src/contract/document.js';
+import { contractPath } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';
 import { servedVersions } from './helpers/contract.js';
 import { losingFirstAnswer } from './helpers/lost-answer.js';
+import { loopbackServer } from './helpers/receiver.js';
 import { devPython, runPython } from './helpers/python.js';
 
 /** The v2 base path, from openapi.yaml's `servers` (the newest version's contract). */
@@ -214,4 +221,104 @@ t.test('the Python v2 client (`petstore`): every page, the Idempotency-Key, erro
     "the error's type, when v2's errors are problem details",
   );
   t.same(proxy.failures, [], "every answer the Python client saw is v2's contract's");
+});
+
+/**
+ * openapi.yaml with v2's list and error shapes as the spec writes them (issue 51: listPets answering
+ * `{ data, nextCursor }`, getOrder's 404 `application/problem+json`), for what the generators and
+ * the runtime make of them before the server answers so.
+ */
+async function specShapedContract(): Promise<ClientContract> {
+  const loaded = await validateContract(contractPath);
+  const document = structuredClone(loaded.document) as OpenAPIV3_1.Document & {
+    components: { schemas: Record<string, unknown> };
+    paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+  };
+  document.components.schemas.PetPage = {
+    type: 'object',
+    required: ['data', 'nextCursor'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/Pet' } },
+      nextCursor: { type: ['string', 'null'] },
+    },
+  };
+  const listPets = document.paths['/pets']?.get?.responses['200'] as { content: Record<string, { schema: unknown }> };
+  listPets.content = { 'application/json': { schema: { $ref: '#/components/schemas/PetPage' } } };
+  const getOrder = document.paths['/store/orders/{orderId}']?.get?.responses ?? {};
+  getOrder['404'] = { description: 'No such order.', content: { 'application/problem+json': { schema: {} } } };
+  return { document, dereferenced: loaded.dereferenced };
+}
+
+t.test('the generators read an envelope and problem details from the contract, naming neither', async (t) => {
+  const contract = await specShapedContract();
+  const listPets = describeClient(contract, new Set()).operations.find(({ operationId }) => operationId === 'listPets');
+  t.same(listPets?.entry.envelope, { items: 'data', next: 'nextCursor' }, 'its items and its next cursor');
+  t.equal(listPets?.entry.cursor, 'cursor', 'and it pages');
+  const generated = clientFiles('', contract);
+  const python = (name: string) => [...generated].find(([file]) => file.endsWith(`/v2/${name}`))?.[1] ?? '';
+  t.match(python('operations.py'), 'envelope_items="data",\n    envelope_next="nextCursor",');
+  t.match(python('operations.py'), /name="get_order",\n(?: {4}.*\n)*? {4}problem=True,/);
+  t.match(python('methods.py'), /\) -> Page\[Pet\]:/, "list_pets pages the envelope's items, Pets");
+});
+
+t.test('the runtime follows an envelope nextCursor and reads a problem, as the contract says', async (t) => {
+  const described = describeClient(await specShapedContract(), new Set());
+  const tables = {
+    operations: Object.fromEntries(described.operations.map(({ operationId, entry }) => [operationId, entry])),
+    errorCodes: Object.fromEntries(
+      described.operations.map(({ operationId, errorCodesByStatus }) => [operationId, errorCodesByStatus]),
+    ),
+    eventSchemas: {},
+    transitions: described.transitions,
+  };
+  const pets = [1, 2, 3, 4, 5].map((id) => ({ id, name: `Pet ${id}`, categoryId: 1, status: 'available' }));
+  // A loopback server answering as the spec says v2 will: pages of two, the next one by its cursor.
+  const seen: string[] = [];
+  const { port } = await loopbackServer(t, (request, response) => {
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    seen.push(`${url.pathname}${url.search}`);
+    if (url.pathname === '/v2/pets') {
+      const from = Number(url.searchParams.get('cursor') ?? 0);
+      const nextCursor = from + 2 < pets.length ? String(from + 2) : null;
+      response.setHeader('content-type', 'application/json');
+      response.end(JSON.stringify({ data: pets.slice(from, from + 2), nextCursor }));
+      return;
+    }
+    response.statusCode = 404;
+    response.setHeader('content-type', 'application/problem+json');
+    response.end(
+      JSON.stringify({
+        type: 'https://petstore.example/problems/not_found',
+        title: 'Not found',
+        status: 404,
+        detail: 'No order with id 7',
+        code: 'not_found',
+      }),
+    );
+  });
+  const { createClient: looseClient, isPetstoreError: isLooseError } = bind(tables as never);
+  const client = looseClient({ baseUrl: `http://127.0.0.1:${port}/v2`, apiKey: 'psk_x' }) as unknown as {
+    each(id: string, input: object): AsyncGenerator<{ id: number }>;
+    page(id: string, input: object): Promise<{ items: unknown[]; next: string | undefined }>;
+    getOrder(input: object): Promise<unknown>;
+  };
+  const ids: number[] = [];
+  for await (const pet of client.each('listPets', { query: { status: 'available' } })) ids.push(pet.id);
+  t.same(ids, [1, 2, 3, 4, 5], 'every item, page after page');
+  t.same(
+    seen,
+    ['/v2/pets?status=available', '/v2/pets?status=available&cursor=2', '/v2/pets?status=available&cursor=4'],
+    'each next page asked for by the last nextCursor, the filters kept',
+  );
+  const last = await client.page('listPets', { query: { cursor: '4' } });
+  t.equal(last.next, undefined, 'a null nextCursor is the last page');
+  const error = await client.getOrder({ path: { orderId: 7 } }).catch((caught: unknown) => caught);
+  t.ok(isLooseError(error));
+  t.match(error, {
+    status: 404,
+    code: 'not_found',
+    type: 'https://petstore.example/problems/not_found',
+    title: 'Not found',
+    message: 'getOrder: 404 not_found: No order with id 7',
+  });
 });
