@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import { listen, startApi, temporaryDirectory } from './helpers/api.js';
+import { servedVersions } from './helpers/contract.js';
 import { closedPort } from './helpers/receiver.js';
 
 const run = promisify(execFile);
@@ -159,9 +160,14 @@ t.test('the packed client installs alone, type-checks strict, and runs the docs 
   );
 
   const api = await startApi(t);
-  const { baseUrl } = await listen(t, api);
+  // The docs' example is of `@petstore/client`, the newest version's client: it is given that version's base URL.
+  const { origin } = await listen(t, api);
   const ran = await run(process.execPath, [join(project, 'out', 'example.js')], {
-    env: { ...process.env, PETSTORE_BASE_URL: baseUrl, PETSTORE_API_KEY: api.key },
+    env: {
+      ...process.env,
+      PETSTORE_BASE_URL: `${origin}${servedVersions.contract.basePath}`,
+      PETSTORE_API_KEY: api.key,
+    },
   });
   t.match(ran.stdout, /order \d+ completed; replayed: false/, 'the example ran to its end (exit 0)');
   const pets = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });

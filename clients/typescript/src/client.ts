@@ -91,10 +91,11 @@ interface Helpers<A extends Api> {
   /**
    * Read, change, write: reads with `read`, writes with `write` (which sends `current.etag` as
    * `If-Match`); when the write finds the resource changed since (`412`), reads and writes again.
+   * `write` gets the read as it answered (a result, or a page with its `items`), its `etag` a string.
    */
-  modify<R, W>(
-    read: () => Promise<Result<R>>,
-    write: (current: Result<R, string>) => Promise<W>,
+  modify<R extends Result<unknown>, W>(
+    read: () => Promise<R>,
+    write: (current: R & { etag: string }) => Promise<W>,
     options?: { attempts?: number },
   ): Promise<W>;
 }
@@ -288,7 +289,7 @@ function errorOf(
   body: unknown,
 ): PetstoreError {
   const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
-  const text = (name: string) => (typeof fields[name] === 'string' ? (fields[name]) : undefined);
+  const text = (name: string) => (typeof fields[name] === 'string' ? fields[name] : undefined);
   const problem = operation.problem === true;
   return new VersionError(
     operationId,
