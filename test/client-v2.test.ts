@@ -4,6 +4,8 @@
 // errors read as v2's contract says (a problem's `detail`, `type` and `title` once errors are problem
 // details), the Idempotency-Key each create carries, and both versions' clients side by side on one
 // server. The v1 clients' suites are the other test/client*.test.ts files, unchanged.
+import { cpSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { createClient, isPetstoreError, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
@@ -11,15 +13,15 @@ import { operations } from '../clients/typescript/src/generated/v2/contract.js';
 import * as v1 from '../clients/typescript/src/v1.js';
 import { bind } from '../clients/typescript/src/version.js';
 import { type ClientContract, describeClient } from '../scripts/contract/client-description.js';
-import { clientFiles } from '../scripts/contract/generate-client.js';
+import { clientFiles, pythonGeneratedDir } from '../scripts/contract/generate-client.js';
 import { validateContract } from '../src/contract/document.js';
 import { contractPath } from '../src/contract/paths.js';
-import { conformingFetch, listen, startApi, type TapTest } from './helpers/api.js';
+import { conformingFetch, listen, startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';
 import { servedVersions } from './helpers/contract.js';
 import { losingFirstAnswer } from './helpers/lost-answer.js';
 import { loopbackServer } from './helpers/receiver.js';
-import { devPython, runPython } from './helpers/python.js';
+import { devPython, pythonClientDir, runPython } from './helpers/python.js';
 
 /** The v2 base path, from openapi.yaml's `servers` (the newest version's contract). */
 const V2 = servedVersions.contract.basePath;
@@ -261,18 +263,13 @@ t.test('the generators read an envelope and problem details from the contract, n
   t.match(python('methods.py'), /\) -> Page\[Pet\]:/, "list_pets pages the envelope's items, Pets");
 });
 
-t.test('the runtime follows an envelope nextCursor and reads a problem, as the contract says', async (t) => {
-  const described = describeClient(await specShapedContract(), new Set());
-  const tables = {
-    operations: Object.fromEntries(described.operations.map(({ operationId, entry }) => [operationId, entry])),
-    errorCodes: Object.fromEntries(
-      described.operations.map(({ operationId, errorCodesByStatus }) => [operationId, errorCodesByStatus]),
-    ),
-    eventSchemas: {},
-    transitions: described.transitions,
-  };
+/**
+ * A loopback server answering as the spec says v2 will: `/v2/pets` in pages of two of five animals,
+ * each page an envelope whose nextCursor asks for the next; anything else a problem's 404. `seen`:
+ * the path and query of each request.
+ */
+async function specShapedServer(t: TapTest): Promise<{ port: number; seen: string[] }> {
   const pets = [1, 2, 3, 4, 5].map((id) => ({ id, name: `Pet ${id}`, categoryId: 1, status: 'available' }));
-  // A loopback server answering as the spec says v2 will: pages of two, the next one by its cursor.
   const seen: string[] = [];
   const { port } = await loopbackServer(t, (request, response) => {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
@@ -296,6 +293,27 @@ t.test('the runtime follows an envelope nextCursor and reads a problem, as the c
       }),
     );
   });
+  return { port, seen };
+}
+
+/** The requests `each` makes of specShapedServer for the animals whose status is available. */
+const EACH_AVAILABLE = [
+  '/v2/pets?status=available',
+  '/v2/pets?status=available&cursor=2',
+  '/v2/pets?status=available&cursor=4',
+];
+
+t.test('the runtime follows an envelope nextCursor and reads a problem, as the contract says', async (t) => {
+  const described = describeClient(await specShapedContract(), new Set());
+  const tables = {
+    operations: Object.fromEntries(described.operations.map(({ operationId, entry }) => [operationId, entry])),
+    errorCodes: Object.fromEntries(
+      described.operations.map(({ operationId, errorCodesByStatus }) => [operationId, errorCodesByStatus]),
+    ),
+    eventSchemas: {},
+    transitions: described.transitions,
+  };
+  const { port, seen } = await specShapedServer(t);
   const { createClient: looseClient, isPetstoreError: isLooseError } = bind(tables as never);
   const client = looseClient({ baseUrl: `http://127.0.0.1:${port}/v2`, apiKey: 'psk_x' }) as unknown as {
     each(id: string, input: object): AsyncGenerator<{ id: number }>;
@@ -305,11 +323,7 @@ t.test('the runtime follows an envelope nextCursor and reads a problem, as the c
   const ids: number[] = [];
   for await (const pet of client.each('listPets', { query: { status: 'available' } })) ids.push(pet.id);
   t.same(ids, [1, 2, 3, 4, 5], 'every item, page after page');
-  t.same(
-    seen,
-    ['/v2/pets?status=available', '/v2/pets?status=available&cursor=2', '/v2/pets?status=available&cursor=4'],
-    'each next page asked for by the last nextCursor, the filters kept',
-  );
+  t.same(seen, EACH_AVAILABLE, 'each next page asked for by the last nextCursor, the filters kept');
   const last = await client.page('listPets', { query: { cursor: '4' } });
   t.equal(last.next, undefined, 'a null nextCursor is the last page');
   const error = await client.getOrder({ path: { orderId: 7 } }).catch((caught: unknown) => caught);
@@ -322,3 +336,47 @@ t.test('the runtime follows an envelope nextCursor and reads a problem, as the c
     message: 'getOrder: 404 not_found: No order with id 7',
   });
 });
+
+t.test(
+  'the Python client generated from the spec-shaped contract pages by nextCursor and reads the problem',
+  async (t) => {
+    // The package as it is, with its v2 generated from the contract written as the spec says.
+    const copy = temporaryDirectory(t);
+    cpSync(join(pythonClientDir, 'src', 'petstore'), join(copy, 'petstore'), {
+      recursive: true,
+      filter: (source) => !source.includes('__pycache__'),
+    });
+    const prefix = `${pythonGeneratedDir}/`;
+    for (const [file, text] of clientFiles('', await specShapedContract())) {
+      if (file.startsWith(prefix)) writeFileSync(join(copy, 'petstore', '_generated', file.slice(prefix.length)), text);
+    }
+    const { port, seen } = await specShapedServer(t);
+    const script = [
+      'import json',
+      'from petstore import Petstore, is_petstore_error',
+      `petstore = Petstore("http://127.0.0.1:${port}/v2", "psk_x")`,
+      'ids = [pet.id for pet in petstore.list_pets(status="available")]',
+      'last = petstore.list_pets(cursor="4")',
+      'try:',
+      '    petstore.get_order(7)',
+      'except Exception as error:',
+      '    assert is_petstore_error(error, "get_order")',
+      '    failed = {"status": error.status, "code": error.code, "message": error.message, "type": error.type, "title": error.title}',
+      'print(json.dumps({"ids": ids, "last": [pet.id for pet in last.items], "next": last.next_cursor, "error": failed}))',
+    ].join('\n');
+    const { stdout } = await runPython(await devPython(), ['-c', script], { PYTHONPATH: copy });
+    t.same(JSON.parse(stdout), {
+      ids: [1, 2, 3, 4, 5],
+      last: [5],
+      next: null,
+      error: {
+        status: 404,
+        code: 'not_found',
+        message: 'No order with id 7',
+        type: 'https://petstore.example/problems/not_found',
+        title: 'Not found',
+      },
+    });
+    t.same(seen.slice(0, 3), EACH_AVAILABLE, 'each next page asked for by the last nextCursor, the filters kept');
+  },
+);
