@@ -1,6 +1,6 @@
 """What every call shares, sync and async: sending as the contract says, retrying when that is
 safe, reading answers into results and errors, paging. No code here is per operation: the
-generated methods (``_generated/methods.py``) describe each call and hand it here."""
+generated methods (``_generated/v<major>/methods.py``) describe each call and hand it here."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def _timeout(seconds: float) -> httpx.Timeout:
 
 
 class SyncBase(_Transport):
-    """The sync client's sending; its methods are generated (``_generated/methods.py``)."""
+    """The sync client's sending; its methods are generated (``_generated/v<major>/methods.py``)."""
 
     def __init__(
         self,
@@ -314,7 +314,7 @@ class SyncBase(_Transport):
 
 
 class AsyncBase(_Transport):
-    """The async client's sending; its methods are generated (``_generated/methods.py``)."""
+    """The async client's sending; its methods are generated (``_generated/v<major>/methods.py``)."""
 
     def __init__(
         self,
