@@ -3,6 +3,7 @@ import pino from 'pino';
 import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config/environment.js';
+import { Dispatcher } from './events/dispatcher.js';
 import { API_VERSIONS } from './versions/index.js';
 import { servedContracts } from './versions/served.js';
 import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
@@ -26,50 +27,14 @@ async function openDatabase(open: typeof openStorage, database: DatabaseConfig, 
   }
 }
 
-/** How long a log line may wait in memory before it is written. */
-const LOG_FLUSH_MS = 100;
-/** How much of the log is gathered before it is handed on to be written. */
-const LOG_BATCH_CHARACTERS = 4096;
-
 /**
- * Standard output for the log: lines gathered in memory and handed to pino's destination 4 KiB at
- * a time, or every LOG_FLUSH_MS, and written by it asynchronously. One write a line made the write,
- * its thread-pool round trip and its callback a few percent of a request's CPU; and the destination
- * (sonic-boom) measures the UTF-8 length of everything it holds on each write it is given, which
- * line by line was a measurable share of a request under load (BENCHMARKS.md). What is held is written when the process exits (or
- * logs at fatal level); a SIGKILL loses at most LOG_FLUSH_MS of lines.
+ * Standard output for the log: pino's destination gathers lines until it holds 4 KiB (minLength),
+ * or for 100 ms (periodicFlush), and writes them asynchronously: one write a line made the write,
+ * its thread-pool round trip and its callback a share of a request's CPU. pino writes what is held
+ * when the process exits (or logs at fatal level); a SIGKILL loses at most 100 ms of lines.
  */
-function logLines(): { write: (line: string) => void; flushSync: () => void } {
-  const destination = pino.destination({ dest: 1, sync: false });
-  let held: string[] = [];
-  let characters = 0;
-  const handOn = () => {
-    if (held.length === 0) return;
-    destination.write(held.join(''));
-    held = [];
-    characters = 0;
-  };
-  const flushSync = () => {
-    handOn();
-    destination.flushSync();
-  };
-  setInterval(handOn, LOG_FLUSH_MS).unref();
-  // After pino's own flush of the destination at exit, which knows nothing of the lines held here.
-  process.on('exit', () => {
-    try {
-      flushSync();
-    } catch {
-      // Standard output is gone (EPIPE): nothing can be written.
-    }
-  });
-  return {
-    write(line) {
-      held.push(line);
-      characters += line.length;
-      if (characters >= LOG_BATCH_CHARACTERS) handOn();
-    },
-    flushSync,
-  };
+function logDestination() {
+  return pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 });
 }
 
 /**
@@ -84,8 +49,10 @@ async function main(): Promise<void> {
   const tracing = tracingConfigured() ? (await import('./tracing/opentelemetry.js')).startTracing() : undefined;
   // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
   const { describeDatabase, openStorage } = await import('./storage/index.js');
-  let onIdleError: (error: Error) => void = () => undefined;
-  let onListenError: (error: Error, channel: string) => void = () => undefined;
+  // Until the app's logger exists, a database connection's failure is kept, then logged like later ones.
+  const early: { error: Error; channel?: string }[] = [];
+  let onIdleError = (error: Error): void => void early.push({ error });
+  let onListenError = (error: Error, channel: string): void => void early.push({ error, channel });
   const storage = await openDatabase(openStorage, config.database, {
     onIdleError: (error) => onIdleError(error),
     onListenError: (error, channel) => onListenError(error, channel),
@@ -94,16 +61,17 @@ async function main(): Promise<void> {
   const traced = tracing === undefined ? storage : tracing.storage(storage, config.database.engine);
   const redis = config.redisUrl === undefined ? undefined : await redisClient(config.redisUrl);
   const metrics = config.metrics && new Metrics();
+  const served = metrics === undefined ? traced : instrumentStorage(traced, metrics);
   const app = await buildApp({
     contract,
     olderContracts,
     apiVersions: API_VERSIONS,
-    storage: metrics === undefined ? traced : instrumentStorage(traced, metrics),
+    storage: served,
     metrics,
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'headers.authorization'],
-      stream: logLines(),
+      stream: logDestination(),
     },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,
@@ -116,12 +84,24 @@ async function main(): Promise<void> {
     webhooks: config.webhooks,
     tracing,
   });
+  // The delivery worker (docs/architecture.md): the process's, beside the app, started once it listens.
+  const deliveries = new Dispatcher(
+    served.deliveries,
+    config.webhooks,
+    metrics?.deliveries,
+    (error) => app.log.error({ err: error }, 'webhook delivery failed'),
+    tracing?.deliveries,
+  );
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
   onListenError = (error, channel) =>
     app.log.warn(
       { err: error, channel },
       "a LISTEN connection failed; retried every second (meanwhile keys are read from the database and other instances' events found by polling)",
     );
+  for (const { error, channel } of early.splice(0)) {
+    if (channel === undefined) onIdleError(error);
+    else onListenError(error, channel);
+  }
 
   let metricsServer: MetricsServer | undefined;
   // On SIGTERM or SIGINT (a second one exits at once), or an error nothing caught: drain, close,
@@ -145,9 +125,13 @@ async function main(): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
       const stoppingAt = Date.now();
       await app.close();
+      // Attempts in flight finish (a few seconds at most) or are given back for another instance.
+      await deliveries.stop();
       await metricsServer?.close();
       // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
-      await tracing?.shutdown().catch(() => undefined);
+      await tracing
+        ?.shutdown()
+        .catch((error: unknown) => app.log.warn({ err: error }, 'spans not exported at shutdown'));
       redis?.disconnect();
       await storage.close();
       // The last line: a supervisor or an operator may start it again now.
@@ -156,6 +140,7 @@ async function main(): Promise<void> {
   );
 
   await app.listen({ host: config.host, port: config.port });
+  deliveries.start();
   if (metrics !== undefined && config.metrics !== undefined) {
     const { host, port } = config.metrics;
     metricsServer = await startMetricsServer(metrics.registry, host, port).catch((error: unknown) => {

@@ -64,7 +64,11 @@ if (backend === 'postgres') {
       }
       const upgraded = await poolOf(t);
       t.equal(await migratePostgres(upgraded, before), POSTGRES_BEFORE.length);
-      t.equal(await migratePostgres(upgraded, migrationsDir('postgres')), 1, 'only the twin new to PostgreSQL (002)');
+      t.equal(
+        await migratePostgres(upgraded, migrationsDir('postgres')),
+        now.length - POSTGRES_BEFORE.length,
+        'only the twin new to PostgreSQL (002), and the migrations written since',
+      );
       t.equal(await migratePostgres(upgraded, migrationsDir('postgres')), 0, 'and then nothing');
       const fresh = await poolOf(t);
       t.equal(await migratePostgres(fresh, migrationsDir('postgres')), now.length);
@@ -87,7 +91,11 @@ if (backend === 'postgres') {
     const db = new Database(await newDatabase(t));
     t.teardown(() => db.close());
     t.equal(migrateSqlite(db, before), 10);
-    t.equal(migrateSqlite(db, migrationsDir('sqlite')), 2, '011 and 012, which change nothing on SQLite');
+    t.equal(
+      migrateSqlite(db, migrationsDir('sqlite')),
+      files(migrationsDir('sqlite')).filter((name) => name >= '011').length,
+      '011 and 012, which change nothing on SQLite, and those written since',
+    );
     t.equal(db.pragma('user_version', { simple: true }), files(migrationsDir('sqlite')).length);
     t.equal(migrateSqlite(db, migrationsDir('sqlite')), 0);
   });

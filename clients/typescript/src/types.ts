@@ -55,8 +55,25 @@ type RequestBody<A extends Api, K extends PropertyKey> = [Field<Operation<A, K>,
   ? C[keyof C]
   : never;
 
+/** Headers the client sends itself when the call does not: a new Idempotency-Key for each create. */
+type ClientSuppliedHeader = 'Idempotency-Key';
+type HeaderParameters<A extends Api, K extends PropertyKey> = NonNullable<
+  Field<Field<Operation<A, K>, 'parameters'>, 'header'>
+>;
+/** A call's headers: the contract's, those the client supplies made optional. */
+type Loosened<H> = Omit<H, ClientSuppliedHeader> & Partial<Pick<H, ClientSuppliedHeader & keyof H>>;
+type CallHeaders<A extends Api, K extends PropertyKey> = [HeaderParameters<A, K>] extends [never]
+  ? { header?: never }
+  : object extends Loosened<HeaderParameters<A, K>>
+    ? { header?: Loosened<HeaderParameters<A, K>> }
+    : { header: Loosened<HeaderParameters<A, K>> };
+
 /** What a call of operation K takes: its `path`, `query` and `header` parameters, and its `body`. */
-export type Input<A extends Api, K extends OperationId<A>> = Omit<Field<Operation<A, K>, 'parameters'>, 'cookie'> &
+export type Input<A extends Api, K extends OperationId<A>> = Omit<
+  Field<Operation<A, K>, 'parameters'>,
+  'cookie' | 'header'
+> &
+  CallHeaders<A, K> &
   ([RequestBody<A, K>] extends [never] ? unknown : { body: RequestBody<A, K> });
 
 type Responses<A extends Api, K extends PropertyKey> = Field<Operation<A, K>, 'responses'>;

@@ -75,7 +75,7 @@ class Petstore(SyncClient):
         self,
         *,
         body: NewPet,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -87,7 +87,11 @@ class Petstore(SyncClient):
         ``POST /pets``; scope ``pets:write``.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -229,7 +233,7 @@ class Petstore(SyncClient):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -243,7 +247,11 @@ class Petstore(SyncClient):
         ``POST /store/orders``; scope ``orders:write``; stability: beta.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -571,7 +579,7 @@ class AsyncPetstore(AsyncClient):
         self,
         *,
         body: NewPet,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -583,7 +591,11 @@ class AsyncPetstore(AsyncClient):
         ``POST /pets``; scope ``pets:write``.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -725,7 +737,7 @@ class AsyncPetstore(AsyncClient):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -739,7 +751,11 @@ class AsyncPetstore(AsyncClient):
         ``POST /store/orders``; scope ``orders:write``; stability: beta.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
