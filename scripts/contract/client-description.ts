@@ -58,6 +58,8 @@ export interface ParameterDescription {
   name: string;
   in: 'path' | 'query' | 'header';
   required: boolean;
+  /** The client sends it itself when the call does not (an `Idempotency-Key`, one per call): never required of a caller. */
+  suppliedByClient?: true;
   description?: string;
   /** Its schema as written (refs intact). */
   schema: unknown;
@@ -254,6 +256,9 @@ function describeOperation(
       name: parameter.name,
       in: parameter.in as ParameterDescription['in'],
       required: parameter.required === true,
+      ...(parameter.in === 'header' && parameter.name.toLowerCase() === IDEMPOTENCY_KEY
+        ? { suppliedByClient: true as const }
+        : {}),
       ...(parameter.description === undefined ? {} : { description: parameter.description.trim() }),
       schema: parameter.schema,
     })),

@@ -393,6 +393,8 @@ function methodParts(models: Models, operation: OperationDescription, adapters: 
   }
   const path = operation.parameters.filter((parameter) => parameter.in === 'path');
   const others = operation.parameters.filter((parameter) => parameter.in !== 'path');
+  // A parameter the client supplies itself (an Idempotency-Key) may be left out, whatever the contract requires.
+  const mustGive = (parameter: ParameterDescription) => parameter.required && parameter.suppliedByClient !== true;
   const signature = [
     ...path.map((parameter) => `${names.get(parameter)}: ${parameterType(models, parameter, operation)}`),
     '*',
@@ -402,10 +404,10 @@ function methodParts(models: Models, operation: OperationDescription, adapters: 
           `body: ${models.typeOf(operation.requestSchema as Schema, `${pascalCase(operation.operationId)}Body`)}${operation.requestRequired ? '' : ' | None = None'}`,
         ]),
     ...others
-      .filter((parameter) => parameter.required)
+      .filter(mustGive)
       .map((parameter) => `${names.get(parameter)}: ${parameterType(models, parameter, operation)}`),
     ...others
-      .filter((parameter) => !parameter.required)
+      .filter((parameter) => !mustGive(parameter))
       .map(
         (parameter) => `${names.get(parameter)}: ${parameterType(models, parameter, operation)} | NotGiven = NOT_GIVEN`,
       ),
@@ -483,7 +485,10 @@ function documentation(operation: OperationDescription, names: Map<ParameterDesc
     lines.push('', 'Args:');
     for (const parameter of documented) {
       const [first = '', ...rest] = (parameter.description ?? '').split('\n');
-      lines.push(`    ${names.get(parameter)}: ${first}`, ...rest.map((line) => `        ${line.trim()}`));
+      lines.push(
+        `    ${names.get(parameter)}: ${first}`,
+        ...rest.map((line) => (line.trim() === '' ? '' : `        ${line.trim()}`)),
+      );
     }
   }
   lines.push(

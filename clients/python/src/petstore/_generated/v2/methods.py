@@ -75,7 +75,7 @@ class Petstore(SyncClient):
         self,
         *,
         body: NewPet,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -90,7 +90,7 @@ class Petstore(SyncClient):
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
                 create, and send the same key when you retry it.
-                
+
                 Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
@@ -233,7 +233,7 @@ class Petstore(SyncClient):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -250,7 +250,7 @@ class Petstore(SyncClient):
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
                 create, and send the same key when you retry it.
-                
+
                 Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
@@ -579,7 +579,7 @@ class AsyncPetstore(AsyncClient):
         self,
         *,
         body: NewPet,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -594,7 +594,7 @@ class AsyncPetstore(AsyncClient):
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
                 create, and send the same key when you retry it.
-                
+
                 Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
@@ -737,7 +737,7 @@ class AsyncPetstore(AsyncClient):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -754,7 +754,7 @@ class AsyncPetstore(AsyncClient):
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
                 create, and send the same key when you retry it.
-                
+
                 Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
