@@ -269,7 +269,15 @@ t.test('the generators read an envelope and problem details from the contract, n
  * the path and query of each request.
  */
 async function specShapedServer(t: TapTest): Promise<{ port: number; seen: string[] }> {
-  const pets = [1, 2, 3, 4, 5].map((id) => ({ id, name: `Pet ${id}`, categoryId: 1, status: 'available' }));
+  const at = '2026-11-28T19:00:00.000Z';
+  const pets = [1, 2, 3, 4, 5].map((id) => ({
+    id,
+    name: `Pet ${id}`,
+    categoryId: 1,
+    status: 'available',
+    createdAt: at,
+    updatedAt: at,
+  }));
   const seen: string[] = [];
   const { port } = await loopbackServer(t, (request, response) => {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
