@@ -12,7 +12,7 @@ from typing_extensions import deprecated
 from ..._base import NOT_GIVEN, AsyncPager, Call, NotGiven, Page, RequestOptions, Result, with_etag
 from ..._client import AsyncClient, SyncClient
 from . import operations as _op
-from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPatch, OrderStatus, Pet, PetPatch, PetStatus, WebhookDelivery, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
+from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPatch, OrderStatus, Pet, PetPatch, PetStatus, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
 
 
 def _none(_: Any) -> None:
@@ -23,11 +23,11 @@ _adapter_list_pet: TypeAdapter[list[Pet]] = TypeAdapter(list[Pet])
 _adapter_pet: TypeAdapter[Pet] = TypeAdapter(Pet)
 _adapter_list_order: TypeAdapter[list[Order]] = TypeAdapter(list[Order])
 _adapter_order: TypeAdapter[Order] = TypeAdapter(Order)
-_adapter_list_webhook_endpoint: TypeAdapter[list[WebhookEndpoint]] = TypeAdapter(list[WebhookEndpoint])
+_adapter_webhook_endpoint_page: TypeAdapter[WebhookEndpointPage] = TypeAdapter(WebhookEndpointPage)
 _adapter_webhook_endpoint_with_secret: TypeAdapter[WebhookEndpointWithSecret] = TypeAdapter(WebhookEndpointWithSecret)
 _adapter_webhook_endpoint: TypeAdapter[WebhookEndpoint] = TypeAdapter(WebhookEndpoint)
 _adapter_webhook_event_queued: TypeAdapter[WebhookEventQueued] = TypeAdapter(WebhookEventQueued)
-_adapter_list_webhook_delivery: TypeAdapter[list[WebhookDelivery]] = TypeAdapter(list[WebhookDelivery])
+_adapter_webhook_delivery_page: TypeAdapter[WebhookDeliveryPage] = TypeAdapter(WebhookDeliveryPage)
 
 
 class Petstore(SyncClient):
@@ -44,9 +44,10 @@ class Petstore(SyncClient):
     ) -> Page[Pet]:
         """List animals
 
-        Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-        When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-        an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+        Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+        of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+        it back as `cursor`, with the same filters, to get the next page. On the last page it is
+        `null`.
         `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
         `status`, only those that also have it. This is how to fetch one animal by its id: with a
         single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -58,9 +59,9 @@ class Petstore(SyncClient):
             status: Only animals with this status.
             id: Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
                 no animal are left out of the page, not an error.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListPetsErrorCode]: the API answered an error.
@@ -89,9 +90,7 @@ class Petstore(SyncClient):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -207,18 +206,19 @@ class Petstore(SyncClient):
     ) -> Page[Order]:
         """List orders
 
-        Returns the store's orders in ascending `id` order (the order they were placed in), paged
-        exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-        follow. Beta: it may change in a minor version.
+        Returns a page of the store's orders in ascending `id` order (the order they were placed
+        in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+        `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+        Beta: it may change in a minor version.
 
         ``GET /store/orders``; scope ``orders:read``; stability: beta.
 
         Args:
             limit: Page size, from 1 to 100. Outside that range is a 400 (never clamped).
             status: Only orders with this status.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
@@ -249,9 +249,7 @@ class Petstore(SyncClient):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -323,11 +321,13 @@ class Petstore(SyncClient):
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookEndpoint], str | None]:
+    ) -> Result[WebhookEndpointPage, str | None]:
         """List webhook endpoints
 
-        The endpoints of the account whose key sends the request, in ascending `id` order. Their
-        signing secrets are never shown again.
+        The endpoints of the account whose key sends the request, in ascending `id` order, as
+        `{data, nextCursor}`: all of them on one page (an account has at most
+        `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+        again.
 
         ``GET /webhooks``; scope ``webhooks:manage``.
 
@@ -337,7 +337,7 @@ class Petstore(SyncClient):
         """
         return self._send(
             Call(_op.LIST_WEBHOOKS, path={}, query={}, headers={}, body=None, options=options),
-            _adapter_list_webhook_endpoint.validate_python,
+            _adapter_webhook_endpoint_page.validate_python,
         )
 
     def create_webhook(
@@ -510,13 +510,14 @@ class Petstore(SyncClient):
         *,
         limit: int | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookDelivery], str | None]:
+    ) -> Result[WebhookDeliveryPage, str | None]:
         """List recent delivery attempts
 
-        The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-        event's id and type, the attempt's number, the response status or the error, how long it
-        took, and when the next attempt is due, if any. Attempts are kept for
-        `WEBHOOK_RETENTION` (default 7 days).
+        The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+        `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+        status or the error, how long it took, and when the next attempt is due, if any. Attempts
+        are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+        `nextCursor` is `null`.
 
         ``GET /webhooks/{webhookId}/deliveries``; scope ``webhooks:manage``.
 
@@ -530,7 +531,7 @@ class Petstore(SyncClient):
         """
         return self._send(
             Call(_op.LIST_WEBHOOK_DELIVERIES, path={"webhookId": webhook_id}, query={"limit": limit}, headers={}, body=None, options=options),
-            _adapter_list_webhook_delivery.validate_python,
+            _adapter_webhook_delivery_page.validate_python,
         )
 
 
@@ -548,9 +549,10 @@ class AsyncPetstore(AsyncClient):
     ) -> AsyncPager[Pet]:
         """List animals
 
-        Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-        When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-        an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+        Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+        of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+        it back as `cursor`, with the same filters, to get the next page. On the last page it is
+        `null`.
         `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
         `status`, only those that also have it. This is how to fetch one animal by its id: with a
         single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -562,9 +564,9 @@ class AsyncPetstore(AsyncClient):
             status: Only animals with this status.
             id: Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
                 no animal are left out of the page, not an error.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListPetsErrorCode]: the API answered an error.
@@ -593,9 +595,7 @@ class AsyncPetstore(AsyncClient):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -711,18 +711,19 @@ class AsyncPetstore(AsyncClient):
     ) -> AsyncPager[Order]:
         """List orders
 
-        Returns the store's orders in ascending `id` order (the order they were placed in), paged
-        exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-        follow. Beta: it may change in a minor version.
+        Returns a page of the store's orders in ascending `id` order (the order they were placed
+        in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+        `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+        Beta: it may change in a minor version.
 
         ``GET /store/orders``; scope ``orders:read``; stability: beta.
 
         Args:
             limit: Page size, from 1 to 100. Outside that range is a 400 (never clamped).
             status: Only orders with this status.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
@@ -753,9 +754,7 @@ class AsyncPetstore(AsyncClient):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -827,11 +826,13 @@ class AsyncPetstore(AsyncClient):
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookEndpoint], str | None]:
+    ) -> Result[WebhookEndpointPage, str | None]:
         """List webhook endpoints
 
-        The endpoints of the account whose key sends the request, in ascending `id` order. Their
-        signing secrets are never shown again.
+        The endpoints of the account whose key sends the request, in ascending `id` order, as
+        `{data, nextCursor}`: all of them on one page (an account has at most
+        `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+        again.
 
         ``GET /webhooks``; scope ``webhooks:manage``.
 
@@ -841,7 +842,7 @@ class AsyncPetstore(AsyncClient):
         """
         return await self._send(
             Call(_op.LIST_WEBHOOKS, path={}, query={}, headers={}, body=None, options=options),
-            _adapter_list_webhook_endpoint.validate_python,
+            _adapter_webhook_endpoint_page.validate_python,
         )
 
     async def create_webhook(
@@ -1014,13 +1015,14 @@ class AsyncPetstore(AsyncClient):
         *,
         limit: int | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookDelivery], str | None]:
+    ) -> Result[WebhookDeliveryPage, str | None]:
         """List recent delivery attempts
 
-        The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-        event's id and type, the attempt's number, the response status or the error, how long it
-        took, and when the next attempt is due, if any. Attempts are kept for
-        `WEBHOOK_RETENTION` (default 7 days).
+        The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+        `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+        status or the error, how long it took, and when the next attempt is due, if any. Attempts
+        are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+        `nextCursor` is `null`.
 
         ``GET /webhooks/{webhookId}/deliveries``; scope ``webhooks:manage``.
 
@@ -1034,5 +1036,5 @@ class AsyncPetstore(AsyncClient):
         """
         return await self._send(
             Call(_op.LIST_WEBHOOK_DELIVERIES, path={"webhookId": webhook_id}, query={"limit": limit}, headers={}, body=None, options=options),
-            _adapter_list_webhook_delivery.validate_python,
+            _adapter_webhook_delivery_page.validate_python,
         )

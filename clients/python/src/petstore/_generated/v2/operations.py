@@ -20,6 +20,8 @@ LIST_PETS = Operation(
     arrays={"id": False},
     safe_to_resend=True,
     cursor="cursor",
+    envelope_items="data",
+    envelope_next="nextCursor",
 )
 
 CreatePetErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "request_timeout", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -60,6 +62,8 @@ LIST_ORDERS = Operation(
     error_codes=frozenset(get_args(ListOrdersErrorCode)),
     safe_to_resend=True,
     cursor="cursor",
+    envelope_items="data",
+    envelope_next="nextCursor",
 )
 
 PlaceOrderErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "method_not_allowed", "request_timeout", "pet_not_available", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
