@@ -9,18 +9,19 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 from typing_extensions import deprecated
 
-from .._base import NOT_GIVEN, AsyncBase, AsyncPager, Call, NotGiven, Page, RequestOptions, Result, SyncBase, with_etag
+from ..._base import NOT_GIVEN, AsyncPager, Call, NotGiven, Page, RequestOptions, Result, with_etag
+from ..._client import AsyncClient, SyncClient
 from . import operations as _op
-from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPage, OrderPatch, OrderStatus, Pet, PetPage, PetPatch, PetStatus, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
+from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPatch, OrderStatus, Pet, PetPatch, PetStatus, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
 
 
 def _none(_: Any) -> None:
     return None
 
 
-_adapter_pet_page: TypeAdapter[PetPage] = TypeAdapter(PetPage)
+_adapter_list_pet: TypeAdapter[list[Pet]] = TypeAdapter(list[Pet])
 _adapter_pet: TypeAdapter[Pet] = TypeAdapter(Pet)
-_adapter_order_page: TypeAdapter[OrderPage] = TypeAdapter(OrderPage)
+_adapter_list_order: TypeAdapter[list[Order]] = TypeAdapter(list[Order])
 _adapter_order: TypeAdapter[Order] = TypeAdapter(Order)
 _adapter_webhook_endpoint_page: TypeAdapter[WebhookEndpointPage] = TypeAdapter(WebhookEndpointPage)
 _adapter_webhook_endpoint_with_secret: TypeAdapter[WebhookEndpointWithSecret] = TypeAdapter(WebhookEndpointWithSecret)
@@ -29,8 +30,8 @@ _adapter_webhook_event_queued: TypeAdapter[WebhookEventQueued] = TypeAdapter(Web
 _adapter_webhook_delivery_page: TypeAdapter[WebhookDeliveryPage] = TypeAdapter(WebhookDeliveryPage)
 
 
-class PetstoreMethods(SyncBase):
-    """The sync client's methods, one per operation."""
+class Petstore(SyncClient):
+    """A client of version 2.0.0 of the API: ``Petstore(base_url, api_key)``, one method per operation (see ``SyncClient``)."""
 
     def list_pets(
         self,
@@ -40,7 +41,7 @@ class PetstoreMethods(SyncBase):
         id: Sequence[int] | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[PetPage, str | None]:
+    ) -> Page[Pet]:
         """List animals
 
         Returns a page of the animals in ascending `id` order (creation order), at most `limit`
@@ -66,16 +67,16 @@ class PetstoreMethods(SyncBase):
             PetstoreError[ListPetsErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._send(
+        return self._page(
             Call(_op.LIST_PETS, path={}, query={"limit": limit, "status": status, "id": id, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_pet_page.validate_python,
+            _adapter_list_pet.validate_python,
         )
 
     def create_pet(
         self,
         *,
         body: NewPet,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -202,7 +203,7 @@ class PetstoreMethods(SyncBase):
         status: OrderStatus | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[OrderPage, str | None]:
+    ) -> Page[Order]:
         """List orders
 
         Returns a page of the store's orders in ascending `id` order (the order they were placed
@@ -223,16 +224,16 @@ class PetstoreMethods(SyncBase):
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._send(
+        return self._page(
             Call(_op.LIST_ORDERS, path={}, query={"limit": limit, "status": status, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_order_page.validate_python,
+            _adapter_list_order.validate_python,
         )
 
     def place_order(
         self,
         *,
         body: NewOrder,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -534,10 +535,10 @@ class PetstoreMethods(SyncBase):
         )
 
 
-class AsyncPetstoreMethods(AsyncBase):
-    """The async client's methods, one per operation."""
+class AsyncPetstore(AsyncClient):
+    """The async client of version 2.0.0: the same methods as ``Petstore``, each awaited."""
 
-    async def list_pets(
+    def list_pets(
         self,
         *,
         limit: int | NotGiven = NOT_GIVEN,
@@ -545,7 +546,7 @@ class AsyncPetstoreMethods(AsyncBase):
         id: Sequence[int] | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[PetPage, str | None]:
+    ) -> AsyncPager[Pet]:
         """List animals
 
         Returns a page of the animals in ascending `id` order (creation order), at most `limit`
@@ -571,16 +572,16 @@ class AsyncPetstoreMethods(AsyncBase):
             PetstoreError[ListPetsErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return await self._send(
+        return self._pager(
             Call(_op.LIST_PETS, path={}, query={"limit": limit, "status": status, "id": id, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_pet_page.validate_python,
+            _adapter_list_pet.validate_python,
         )
 
     async def create_pet(
         self,
         *,
         body: NewPet,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -700,14 +701,14 @@ class AsyncPetstoreMethods(AsyncBase):
             )
         )
 
-    async def list_orders(
+    def list_orders(
         self,
         *,
         limit: int | NotGiven = NOT_GIVEN,
         status: OrderStatus | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[OrderPage, str | None]:
+    ) -> AsyncPager[Order]:
         """List orders
 
         Returns a page of the store's orders in ascending `id` order (the order they were placed
@@ -728,16 +729,16 @@ class AsyncPetstoreMethods(AsyncBase):
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return await self._send(
+        return self._pager(
             Call(_op.LIST_ORDERS, path={}, query={"limit": limit, "status": status, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_order_page.validate_python,
+            _adapter_list_order.validate_python,
         )
 
     async def place_order(
         self,
         *,
         body: NewOrder,
-        idempotency_key: str,
+        idempotency_key: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
