@@ -339,6 +339,7 @@ export async function buildApp({
   const dispatcher = new Dispatcher(
     storage.deliveries,
     webhooks,
+    chain,
     metrics?.deliveries,
     (error) => app.log.error({ err: error }, 'webhook delivery failed'),
     tracing?.deliveries,

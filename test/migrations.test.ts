@@ -87,8 +87,13 @@ if (backend === 'postgres') {
     const db = new Database(await newDatabase(t));
     t.teardown(() => db.close());
     t.equal(migrateSqlite(db, before), 10);
-    t.equal(migrateSqlite(db, migrationsDir('sqlite')), 2, '011 and 012, which change nothing on SQLite');
-    t.equal(db.pragma('user_version', { simple: true }), files(migrationsDir('sqlite')).length);
+    const twinsAndLater = files(migrationsDir('sqlite')).filter((name) => name >= '011');
+    t.equal(
+      migrateSqlite(db, migrationsDir('sqlite')),
+      twinsAndLater.length,
+      '011 and 012, which change nothing on SQLite, and those after them',
+    );
+    t.equal(db.pragma('user_version', { simple: true }), Number(twinsAndLater.at(-1)?.slice(0, 3)), 'the last one run');
     t.equal(migrateSqlite(db, migrationsDir('sqlite')), 0);
   });
 }

@@ -1,4 +1,5 @@
 import type { ApiVersion } from './change.js';
+import { eventsByVersion } from './changes/events-by-version.js';
 import { getPetRemoved } from './changes/get-pet-removed.js';
 
 /**
@@ -13,5 +14,5 @@ import { getPetRemoved } from './changes/get-pet-removed.js';
  */
 export const API_VERSIONS: readonly ApiVersion[] = [
   { major: 1, changes: [] },
-  { major: 2, changes: [getPetRemoved] },
+  { major: 2, changes: [getPetRemoved, eventsByVersion] },
 ];
