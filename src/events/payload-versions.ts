@@ -2,9 +2,6 @@ import type { ClaimedDelivery } from '../storage/types.js';
 import type { VersionedEvent } from '../versions/change.js';
 import type { VersionChain } from '../versions/chain.js';
 
-/** An endpoint's `apiVersion`, `v2`: its major version. */
-const VERSION_NAME = /^v([1-9][0-9]*)$/;
-
 /**
  * What each delivery sends: the outbox keeps an event's payload in the newest API version, and an
  * endpoint of an older one gets it migrated down through the version changes since (their
@@ -14,8 +11,11 @@ const VERSION_NAME = /^v([1-9][0-9]*)$/;
 export class PayloadVersions {
   /** The versions served whose payloads some change migrates; the others are sent as kept. */
   private readonly migrating: Set<number>;
+  /** Each version served by its name as endpoints give it (`v2`). */
+  private readonly byName: Map<string, number>;
 
   constructor(private readonly chain: VersionChain) {
+    this.byName = new Map(chain.versions.map(({ major }) => [`v${major}`, major]));
     this.migrating = new Set(
       chain.versions
         .map(({ major }) => major)
@@ -48,8 +48,8 @@ export class PayloadVersions {
   }
 
   private majorOf({ apiVersion, endpointId }: ClaimedDelivery): number {
-    const major = Number(VERSION_NAME.exec(apiVersion)?.[1]);
-    if (!this.chain.versions.some((version) => version.major === major)) {
+    const major = this.byName.get(apiVersion);
+    if (major === undefined) {
       throw new Error(`endpoint ${endpointId} receives API version ${apiVersion}, which this server does not serve`);
     }
     return major;
