@@ -5,7 +5,7 @@ import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import type { Pet } from '../src/storage/types.js';
 import { listen, startApi, temporaryDirectory, type TapTest } from './helpers/api.js';
-import { assertConforms, contract } from './helpers/contract.js';
+import { assertConforms, contract, servedVersions } from './helpers/contract.js';
 
 const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ENABLE = 'apt-get install -y chromium';
@@ -66,7 +66,17 @@ async function docsInChromium(t: TapTest): Promise<void> {
     if (message.type() === 'error') pageErrors.push(message.text());
   });
 
+  // The page lists every version served, the newest first and shown; v1's is opened from the list.
   await page.goto(`${origin}/docs`);
+  const versions = page.locator('.topbar select');
+  await versions.waitFor();
+  const names = [servedVersions.contract, ...servedVersions.olderContracts].map(
+    ({ basePath, document }) => `${basePath.slice(1)} (${document.info.version})`,
+  );
+  t.strictSame(await versions.locator('option').allInnerTexts(), names, 'every version listed, the newest first');
+  await page.locator('#operations-pets-listPets').waitFor();
+  t.equal(await page.locator('#operations-pets-getPet').count(), 0, 'the newest is shown: v2, without getPet');
+  await page.goto(`${origin}/docs/?urls.primaryName=${encodeURIComponent(names.find((name) => name.startsWith('v1 ')) ?? '')}`);
   const operations = page.locator('.opblock');
   await operations.first().waitFor();
   const webhooks = Object.keys(contract.dereferenced.webhooks ?? {});

@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { type Document, parseDocument, type YAMLSeq } from 'yaml';
@@ -17,6 +17,8 @@ import { checkVersionChanges } from '../scripts/contract-check/versions.js';
 import { operationObject, run } from '../scripts/contract-check/tools.js';
 import { type Contract, loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
+import { getPetRemoved } from '../src/versions/changes/get-pet-removed.js';
+import { API_VERSIONS } from '../src/versions/index.js';
 import { contractPaths } from './helpers/contract.js';
 import { NEW_OPERATION } from './helpers/new-operation.js';
 import { copyContract, copyProject } from './helpers/project-copy.js';
@@ -48,14 +50,31 @@ function contractCheckCommand(root: string) {
 }
 
 const committed = await loadContract(join(projectRoot, 'openapi.yaml'));
-/** The release a change is checked against: the newest of the contract's major version. */
-const newest = `v${(newestRelease(projectRoot, 1)?.version ?? []).join('.')}`;
+/**
+ * The release a change is checked against: the newest of the contract's major version. While the
+ * newest major version is unreleased, the copies where a change must break a release are made as
+ * they will be once it ships (`asReleased`).
+ */
+const newest = `v${committed.document.info.version}`;
+const unreleased = newestRelease(projectRoot, Number(committed.document.info.version.split('.')[0])) === undefined;
+
+let releasedChangelog: Promise<string> | undefined;
+
+/** The copy as it is once openapi.yaml's version is released: that release, and its changelog. */
+async function asReleased(root: string): Promise<string> {
+  if (!unreleased) return root;
+  copyFileSync(join(root, 'openapi.yaml'), join(root, 'contracts', `${newest}.yaml`));
+  // Every copy starts from the same contracts: their changelog is rendered once.
+  releasedChangelog ??= renderChangelog(root).then(({ text }) => text);
+  writeFileSync(join(root, 'contracts', 'CHANGELOG.md'), await releasedChangelog);
+  return root;
+}
 
 // Type-checking a copy of the project and running Redocly a dozen times takes a while on a busy machine.
 t.setTimeout(240_000);
 
 t.test('contract:check passes an untouched copy and names each drift with its fix', async (t) => {
-  const root = copyProject(t);
+  const root = await asReleased(copyProject(t));
   const clean = await contractCheck(root);
   t.same(
     clean.flatMap(({ drifts }) => drifts),
@@ -167,7 +186,7 @@ const breakingChanges: { name: string; edit: (document: Document) => void; expec
 
 for (const { name, edit, expected } of breakingChanges) {
   t.test(`breaking: ${name}`, async (t) => {
-    const root = copyContract(t);
+    const root = await asReleased(copyContract(t));
     const drifts = await checkBreaking(root, await plant(root, edit));
     t.match(report(drifts), expected);
     t.match(report(drifts), `contract:check: breaking change against ${newest} (contracts/${newest}.yaml): `);
@@ -176,7 +195,7 @@ for (const { name, edit, expected } of breakingChanges) {
 }
 
 t.test('additive changes are not breaking; a new major version has no release to break', async (t) => {
-  const root = copyContract(t);
+  const root = await asReleased(copyContract(t));
   const additive = await plant(root, (document) => {
     document.setIn(['components', 'schemas', 'NewPet', 'properties', 'nickname'], { type: 'string' });
     document.setIn(['components', 'schemas', 'Pet', 'properties', 'nickname'], { type: 'string' });
@@ -184,14 +203,14 @@ t.test('additive changes are not breaking; a new major version has no release to
   });
   t.same(await checkBreaking(root, additive), []);
   const nextMajor = await plant(root, (document) => {
-    document.setIn(['info', 'version'], '2.0.0');
+    document.setIn(['info', 'version'], `${Number(newest.slice(1).split('.')[0]) + 1}.0.0`);
     document.deleteIn(['paths', '/pets/{petId}']);
   });
   t.same(await checkBreaking(root, nextMajor), []);
 });
 
 t.test('release: a contract naming a released version is that release; changes carry the next version', async (t) => {
-  const root = copyContract(t);
+  const root = await asReleased(copyContract(t));
   const released = committed.document.info.version;
   const [major, minor, patch] = released.split('.').map(Number) as [number, number, number];
   const version = (text: string) => (document: Document) => document.setIn(['info', 'version'], text);
@@ -245,48 +264,45 @@ t.test('release: a contract naming a released version is that release; changes c
 t.test('versions: every breaking difference between major versions is covered by a version change', async (t) => {
   const root = copyContract(t);
   t.same(await checkVersionChanges(root), [], 'the committed versions and their changes agree with the contracts');
-  const v1 = { major: 1, changes: [] };
-  // A v2 that removes getPet and opens listPets to anyone, against the newest v1 release.
-  const v2 = await plant(root, (document) => {
-    document.setIn(['info', 'version'], '2.0.0');
-    document.deleteIn(['paths', '/pets/{petId}', 'get']);
-    document.setIn(['paths', '/pets', 'get', 'security'], document.createNode([]));
-  });
-  t.same(await checkRelease(root, v2), [], 'a breaking change is a major step');
+  const [v1, v2] = API_VERSIONS;
+  if (v1 === undefined || v2 === undefined) throw new Error('src/versions/index.ts declares no v2');
+  // v2 as committed, and listPets opened to anyone: a breaking difference no change covers.
+  const opened = await plant(root, (document) =>
+    document.setIn(['paths', '/pets', 'get', 'security'], document.createNode([])),
+  );
+  t.same(await checkRelease(root, opened), [], 'a breaking change is a major step');
   t.match(
     report(await checkVersionChanges(root, [v1])),
     'contract:check: openapi.yaml is version 2, but src/versions/index.ts declares versions 1 (src/versions/index.ts)',
     'a new major version is declared with its changes',
   );
-  const uncovered = report(await checkVersionChanges(root, [v1, { major: 2, changes: [] }]));
+  const v1Release = `v${(newestRelease(projectRoot, 1)?.version ?? []).join('.')}`;
+  const withoutGetPetRemoved = v2.changes.filter((change) => change !== getPetRemoved);
+  const uncovered = report(await checkVersionChanges(root, [v1, { major: 2, changes: withoutGetPetRemoved }]));
   t.match(
     uncovered,
-    `contract:check: v1 (contracts/${newest}.yaml) → v2 (openapi.yaml): Operation \`GET /pets/{petId}\` was removed. [operation-removed] is covered by no version change (GET /pets/{petId}, contracts/${newest}.yaml:`,
+    `contract:check: v1 (contracts/${v1Release}.yaml) → v2 (openapi.yaml): Operation \`GET /pets/{petId}\` was removed. [operation-removed] is covered by no version change (GET /pets/{petId}, contracts/${v1Release}.yaml:`,
     'a breaking difference no change covers fails, naming it',
   );
   t.match(uncovered, /authentication changed from apiKey to none is covered by no version change \(GET \/pets\)/);
   t.match(uncovered, /fix: declare a version change that covers it \(src\/versions\/changes\//);
 
-  const removeGetPet = {
-    description: 'getPet is removed: a pet is read with listPets (`GET /pets?id=`), as v1 said since its deprecation.',
-    covers: [{ at: 'GET /pets/{petId}', rule: 'operation-removed' }],
-  };
-  const partly = report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet] }]));
+  const partly = report(await checkVersionChanges(root, [v1, v2]));
   t.notMatch(partly, /GET \/pets\/\{petId\}/, 'a declared change covers its difference');
   t.match(partly, /authentication changed from apiKey to none is covered by no version change/, 'and no other');
   t.equal(partly.match(/^contract:check: /gm)?.length, 1);
 
-  const stray = { description: 'Orders need a note.', covers: [{ at: 'POST /store/orders' }] };
+  const stray = { description: 'Kennels need a note.', covers: [{ at: 'POST /kennels' }] };
   t.match(
-    report(await checkVersionChanges(root, [v1, { major: 2, changes: [removeGetPet, stray] }])),
-    /the version change "Orders need a note" covers POST \/store\/orders, which does not differ \(src\/versions\/index\.ts\)/,
+    report(await checkVersionChanges(root, [v1, { major: 2, changes: [...v2.changes, stray] }])),
+    /the version change "Kennels need a note" covers POST \/kennels, which does not differ \(src\/versions\/index\.ts\)/,
     'a change that covers no difference fails too',
   );
 
-  const { text } = await renderChangelog(root, [v1, { major: 2, changes: [removeGetPet] }]);
+  const { text } = await renderChangelog(root, [v1, { major: 2, changes: [getPetRemoved] }]);
   t.match(
     text,
-    `## Unreleased: v2.0.0, against ${newest}\n\nIn openapi.yaml, not released yet: \`contracts/v2.0.0.yaml\` is written when it ships.\n\nIts version changes (v1 is still served, answered through them: docs/versions.md):\n\n- ${removeGetPet.description}\n`,
+    `## Unreleased: v2.0.0, against ${v1Release}\n\nIn openapi.yaml, not released yet: \`contracts/v2.0.0.yaml\` is written when it ships.\n\nIts version changes (v1 is still served, answered through them: docs/versions.md):\n\n- ${getPetRemoved.description}\n`,
     "the changelog lists the new major version's changes in their own words",
   );
 });
@@ -307,7 +323,7 @@ t.test('served: a server publishing another contract than the committed one', as
   await plant(root, (document) => document.setIn(['info', 'title'], 'Pet Shop'));
   t.match(
     report(await checkServed(root, committed)),
-    /GET \/v1\/openapi\.json is not the committed openapi\.yaml \(\/v1\/openapi\.json at \/info\/title\)/,
+    `GET ${committed.basePath}/openapi.json is not the committed openapi.yaml (${committed.basePath}/openapi.json at /info/title)`,
   );
 });
 
@@ -325,18 +341,18 @@ t.test('every documented response is seen by a test or listed, with a reason, as
   t.same(checkResponses(committed, log(), []), [], 'a 405 on any method of a path reaches each operation of it');
 
   t.match(
-    report(checkResponses(committed, log('GET /pets/{petId} 404'), [])),
-    /^contract:check: no test sees response 404 of getPet \(openapi\.yaml: GET \/pets\/\{petId\} responses\/404\)\n {2}fix: add a test that gets it, or list it with the reason in contracts\/unreached-responses\.json$/,
+    report(checkResponses(committed, log('DELETE /pets/{petId} 404'), [])),
+    /^contract:check: no test sees response 404 of deletePet \(openapi\.yaml: DELETE \/pets\/\{petId\} responses\/404\)\n {2}fix: add a test that gets it, or list it with the reason in contracts\/unreached-responses\.json$/,
   );
-  const excepted = { operationId: 'getPet', status: '404', reason: 'because' };
-  t.same(checkResponses(committed, log('GET /pets/{petId} 404'), [excepted]), []);
+  const excepted = { operationId: 'deletePet', status: '404', reason: 'because' };
+  t.same(checkResponses(committed, log('DELETE /pets/{petId} 404'), [excepted]), []);
   t.match(
     report(checkResponses(committed, log(), [excepted])),
-    /response 404 of getPet is listed as unreached, but a test sees it/,
+    /response 404 of deletePet is listed as unreached, but a test sees it/,
   );
   t.match(
     report(checkResponses(committed, log(), [{ ...excepted, status: '418' }])),
-    /response 418 of getPet is listed as unreached, but the contract does not document it/,
+    /response 418 of deletePet is listed as unreached, but the contract does not document it/,
   );
   t.match(
     report(checkResponses(committed, undefined, [])),

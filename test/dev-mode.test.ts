@@ -13,9 +13,13 @@ import { loadContract } from '../src/contract/document.js';
 import { contractPath } from '../src/contract/paths.js';
 import { openSqlite } from '../src/storage/sqlite/index.js';
 import { temporaryDirectory, type Teardown } from './helpers/api.js';
+import { servedVersions } from './helpers/contract.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
 type ResponseObject = OpenAPIV3_1.ResponseObject;
+
+/** Where openapi.yaml, the newest version that a team edits, is served. */
+const NEWEST_BASE = servedVersions.contract.basePath;
 
 // What PETSTORE_DEV=1 (npm run dev) adds, in-process: operations without a handler answered from
 // the contract, and every response checked against it; and what production does instead.
@@ -122,8 +126,8 @@ const withPetCare = (text: string) => {
 
 t.test('development answers a success without an example with a value sampled from its schema', async (t) => {
   const { app, auth, logged, contract } = await serve(t, withPetCare, true);
-  t.equal((await app.inject({ method: 'GET', url: '/v1/pets/1/care' })).statusCode, 401, 'after authentication');
-  const answer = await app.inject({ method: 'GET', url: '/v1/pets/1/care', headers: auth });
+  t.equal((await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care` })).statusCode, 401, 'after authentication');
+  const answer = await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care`, headers: auth });
   t.equal(answer.statusCode, 200);
   t.equal(answer.headers['x-petstore-mock'], 'schema', 'marked as an example, generated from the schema');
   const success = contract.dereferenced.paths?.['/pets/{petId}/care']?.get?.responses['200'] as ResponseObject;
@@ -147,7 +151,7 @@ const shortPetNames = (text: string) => {
 };
 
 const createRex = (app: FastifyInstance, headers: Record<string, string>) =>
-  app.inject({ method: 'POST', url: '/v1/pets', headers, payload: { name: 'Rex', categoryId: 1 } });
+  app.inject({ method: 'POST', url: `${NEWEST_BASE}/pets`, headers, payload: { name: 'Rex', categoryId: 1 } });
 
 t.test('development logs a response that breaks the contract, naming operation, status and schema path', async (t) => {
   const { app, auth, logged } = await serve(t, shortPetNames, true);

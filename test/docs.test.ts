@@ -1,16 +1,23 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { buildApp } from '../src/app.js';
 import type { ErrorBody } from '../src/domain/errors.js';
-import { contractPath } from '../src/contract/paths.js';
+import { projectRoot } from '../src/contract/paths.js';
+import { newestRelease } from '../src/versions/releases.js';
 import { listen, startApi } from './helpers/api.js';
-import { contract } from './helpers/contract.js';
+import { servedVersions } from './helpers/contract.js';
 
 // assertConforms knows the contract's operations and which paths are served outside it: the Error
 // answers below go through api.request(); the documents and pages are checked here.
 
-const committed = parse(readFileSync(contractPath, 'utf8')) as { servers: { url: string; description: string }[] };
+// What is served under /v1: the last v1 release, kept as it was promised (docs/versions.md).
+const release = newestRelease(projectRoot, 1);
+if (release === undefined) throw new Error('no v1 release in contracts/');
+const committed = parse(readFileSync(join(projectRoot, release.file), 'utf8')) as {
+  servers: { url: string; description: string }[];
+};
 
 /** The committed contract with this instance named first. */
 function servedFor(instanceUrl: string) {
@@ -46,7 +53,7 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
   const spoofed = await api.app.inject({ url: '/v1/openapi.json', headers: { host: 'evil.example' } });
   t.strictSame(JSON.parse(spoofed.body), servedFor(`${origin}/v1`));
 
-  const behindProxy = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example:8443/' });
+  const behindProxy = await buildApp({ ...servedVersions, storage: api.storage, publicUrl: 'https://pets.example:8443/' });
   t.teardown(() => behindProxy.close());
   for (const format of formats) {
     const response = await behindProxy.inject({ url: format.path, headers: { host: 'evil.example' } });
@@ -54,7 +61,7 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
   }
 
   // `npm start`'s address is in the contract already: served once, as this instance.
-  const local = await buildApp({ contract, storage: api.storage, publicUrl: 'http://127.0.0.1:3000' });
+  const local = await buildApp({ ...servedVersions, storage: api.storage, publicUrl: 'http://127.0.0.1:3000' });
   t.teardown(() => local.close());
   const { servers } = JSON.parse((await local.inject({ url: '/v1/openapi.json' })).body) as typeof committed;
   t.same(
@@ -72,7 +79,7 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
     'https://u:p@pets.example',
   ]) {
     await t.rejects(
-      buildApp({ contract, storage: api.storage, publicUrl }),
+      buildApp({ ...servedVersions, storage: api.storage, publicUrl }),
       /PUBLIC_URL must be an http or https URL/,
       publicUrl,
     );
@@ -83,7 +90,7 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
     'https://pets.example/store/v1/',
   ]) {
     await t.rejects(
-      buildApp({ contract, storage: api.storage, publicUrl }),
+      buildApp({ ...servedVersions, storage: api.storage, publicUrl }),
       /PUBLIC_URL is the origin clients reach the server at, with no path/,
       `${publicUrl}: Location and Link name paths from the root, which a prefix would leave`,
     );
@@ -114,7 +121,7 @@ t.test('the served contract can be revalidated with its ETag', async (t) => {
   }
   t.equal(etags.size, 2, 'JSON and YAML have different ETags');
 
-  const elsewhere = await buildApp({ contract, storage: api.storage, publicUrl: 'https://pets.example' });
+  const elsewhere = await buildApp({ ...servedVersions, storage: api.storage, publicUrl: 'https://pets.example' });
   t.teardown(() => elsewhere.close());
   const response = await elsewhere.inject({ url: formats[0]?.path ?? '' });
   t.notOk(etags.has(String(response.headers.etag)), 'another servers[0] is another ETag');
@@ -160,12 +167,19 @@ t.test('/docs serves the page and every asset it names from this server, cacheab
   t.match(initializer.body, /"validatorUrl":null/, 'no external validator badge');
   t.match(initializer.body, /"persistAuthorization":true/);
 
-  t.match(initializer.body, /url: new URL\("\/v1\/openapi\.json"/, 'the page loads the served contract');
+  t.match(
+    initializer.body,
+    /urls: \[\{"url":"\/v2\/openapi\.json","name":"v2 \(2\.0\.0\)"\},\{"url":"\/v1\/openapi\.json","name":"v1 \(1\.2\.0\)"\}\]/,
+    'the page lists the served contracts, the newest first',
+  );
   t.notMatch(initializer.body, /\/json['"]/, 'and no other address for it');
   for (const url of ['/docs/json', '/docs/yaml']) {
     const second = await api.app.inject({ url });
     t.equal(second.statusCode, 404, `${url}: one address for the contract, the documented one`);
-    t.match(JSON.parse(second.body), { code: 'not_found', message: 'The contract is at /v1/openapi.json' });
+    t.match(JSON.parse(second.body), {
+      code: 'not_found',
+      message: 'The contract is at /v2/openapi.json, /v1/openapi.json',
+    });
     const posted = await api.app.inject({ method: 'POST', url });
     t.equal(posted.statusCode, 404, `${url}: not served, so a 404 to any method, not a 405`);
   }

@@ -9,7 +9,7 @@ import type { Contract, OpenApiDocument } from '../contract/document.js';
 import { ApiError } from '../domain/errors.js';
 
 export interface DocsOptions {
-  /** Every version served, newest first: each contract at its own base path; the page shows the newest. */
+  /** Every version served, newest first: each contract at its own base path; the page lists them, the newest first. */
   contracts: readonly Contract[];
   /**
    * The URL clients reach this instance at, without the base path (e.g. `https://pets.example`).
@@ -42,10 +42,11 @@ const CACHE_CONTROL = 'no-cache';
 /** Everything the page needs comes from this server; nothing else may be fetched or framed. */
 const DOCS_CSP =
   "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; " +
-  "frame-ancestors 'none'";
+  // The one inline <style> the top bar (the list of versions) writes, by its hash: no other.
+  "style-src 'self' 'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='; frame-ancestors 'none'";
 
 const DOCS_UI_CONFIG = {
-  // Only this contract: no top bar to explore other URLs, no external validator badge.
+  // Only the served contracts: no field to explore other URLs, no external validator badge.
   layout: 'BaseLayout',
   validatorUrl: null,
   deepLinking: true,
@@ -60,10 +61,20 @@ const DOCS_UI_CONFIG = {
  * The page's script: @fastify/swagger-ui's own always loads the contract from /docs/json, a second
  * address; this one loads the served contract.
  */
-function swaggerInitializer(uiConfig: object, contractUrl: string): string {
+function swaggerInitializer(uiConfig: object, contracts: readonly Contract[]): string {
+  const [newest] = contracts;
+  // One version: its contract alone. Several: the top bar's list of them (and no field to type
+  // another URL in), the newest first and shown; `?urls.primaryName=v1` opens another.
+  const source =
+    contracts.length === 1 && newest !== undefined
+      ? `url: new URL(${JSON.stringify(`${newest.basePath}/openapi.json`)}, window.location.href).href,`
+      : `layout: 'StandaloneLayout',
+    urls: ${JSON.stringify(contracts.map(({ basePath, document }) => ({ url: `${basePath}/openapi.json`, name: `${basePath.slice(1)} (${document.info.version})` })))}.map(function (version) {
+      return { url: new URL(version.url, window.location.href).href, name: version.name };
+    }),`;
   return `window.onload = function () {
   window.ui = SwaggerUIBundle(Object.assign(${JSON.stringify(uiConfig)}, {
-    url: new URL(${JSON.stringify(contractUrl)}, window.location.href).href,
+    ${source}
     dom_id: '#swagger-ui',
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
     plugins: [SwaggerUIBundle.plugins.DownloadUrl]
@@ -194,8 +205,8 @@ async function docsPlugin(app: FastifyInstance, { contracts, publicUrl }: DocsOp
       { name: '@fastify/swagger' },
     ),
   );
-  const contractUrl = `${contract.basePath}/openapi.json`;
-  const initializer = swaggerInitializer(DOCS_UI_CONFIG, contractUrl);
+  const contractUrls = contracts.map(({ basePath }) => `${basePath}/openapi.json`).join(', ');
+  const initializer = swaggerInitializer(DOCS_UI_CONFIG, contracts);
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     staticCSP: DOCS_CSP,
@@ -207,7 +218,7 @@ async function docsPlugin(app: FastifyInstance, { contracts, publicUrl }: DocsOp
       onRequest: (request, reply, done) => {
         const path = request.url.split('?', 1)[0];
         if (path !== undefined && UNSERVED_DOCS_PATHS.includes(path)) {
-          done(new ApiError(404, 'not_found', `The contract is at ${contractUrl}`));
+          done(new ApiError(404, 'not_found', `The contract is at ${contractUrls}`));
           return;
         }
         if (path === '/docs/static/swagger-initializer.js') {

@@ -1,4 +1,7 @@
-import { contract } from './contract.js';
+import { servedVersions } from './contract.js';
+
+// A team adds an operation to openapi.yaml: the newest version.
+const { contract } = servedVersions;
 
 /** Where the example operation goes: a path the contract has, so that its method is a 405 until then. */
 const PATH = '/pets/{petId}';
