@@ -6,7 +6,9 @@ import tseslint from 'typescript-eslint';
 
 // src/'s folders as layers, top to bottom (docs/repository.md): a module imports its own folder or
 // one further down, never one above, and nothing imports the entry points at the top of src/.
+// app/ holds the parts app.ts composes, so it sits right below it.
 const LAYERS = [
+  'app',
   'config',
   'dev',
   'plugins',

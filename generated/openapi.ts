@@ -669,6 +669,22 @@ export interface components {
              */
             categoryId: number;
             status: components["schemas"]["PetStatus"];
+            /**
+             * Format: date-time
+             * @description When the animal was added (RFC 3339, UTC, milliseconds), set by the service.
+             * @example 2026-11-25T10:00:00.000Z
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every
+             *     change moves it forward, by at least a millisecond, including a status an order gives
+             *     it. Equal to `createdAt` until the first change. An animal changed before version 2.0.0
+             *     was deployed carries the time of that upgrade until its next change: when it last
+             *     changed was not kept.
+             * @example 2026-11-25T10:05:00.000Z
+             */
+            readonly updatedAt: string;
         };
         /** @description A page of animals in ascending `id` order. */
         Pets: components["schemas"]["Pet"][];
@@ -1009,7 +1025,11 @@ export interface components {
          */
         Cursor: string;
         /**
-         * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+         * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+         *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+         *     create, and send the same key when you retry it.
+         *
+         *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
          *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
          *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
          *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1171,16 +1191,20 @@ export interface operations {
     createPet: {
         parameters: {
             query?: never;
-            header?: {
+            header: {
                 /**
-                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                 *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                 *     create, and send the same key when you retry it.
+                 *
+                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
                  *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1416,16 +1440,20 @@ export interface operations {
     placeOrder: {
         parameters: {
             query?: never;
-            header?: {
+            header: {
                 /**
-                 * @description Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                 *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                 *     create, and send the same key when you retry it.
+                 *
+                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
                  *     same key with a different body is a 422. Keys are scoped to the API key that sent them.
                  * @example 5f0c6f0e-2b8e-4d59-9a53-1f0d1b0f6b1a
                  */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;

@@ -3,6 +3,8 @@ import pino from 'pino';
 import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config/environment.js';
+import { Dispatcher } from './events/dispatcher.js';
+import { VersionChain } from './versions/chain.js';
 import { API_VERSIONS } from './versions/index.js';
 import { servedContracts } from './versions/served.js';
 import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
@@ -84,8 +86,10 @@ async function main(): Promise<void> {
   const tracing = tracingConfigured() ? (await import('./tracing/opentelemetry.js')).startTracing() : undefined;
   // Loaded only now, once tracing has started: the pg instrumentation patches `pg` as it is loaded.
   const { describeDatabase, openStorage } = await import('./storage/index.js');
-  let onIdleError: (error: Error) => void = () => undefined;
-  let onListenError: (error: Error, channel: string) => void = () => undefined;
+  // Until the app's logger exists, a database connection's failure is kept, then logged like later ones.
+  const early: { error: Error; channel?: string }[] = [];
+  let onIdleError = (error: Error): void => void early.push({ error });
+  let onListenError = (error: Error, channel: string): void => void early.push({ error, channel });
   const storage = await openDatabase(openStorage, config.database, {
     onIdleError: (error) => onIdleError(error),
     onListenError: (error, channel) => onListenError(error, channel),
@@ -94,11 +98,12 @@ async function main(): Promise<void> {
   const traced = tracing === undefined ? storage : tracing.storage(storage, config.database.engine);
   const redis = config.redisUrl === undefined ? undefined : await redisClient(config.redisUrl);
   const metrics = config.metrics && new Metrics();
+  const served = metrics === undefined ? traced : instrumentStorage(traced, metrics);
   const app = await buildApp({
     contract,
     olderContracts,
     apiVersions: API_VERSIONS,
-    storage: metrics === undefined ? traced : instrumentStorage(traced, metrics),
+    storage: served,
     metrics,
     logger: {
       level: config.logLevel,
@@ -116,12 +121,25 @@ async function main(): Promise<void> {
     webhooks: config.webhooks,
     tracing,
   });
+  // The delivery worker (docs/architecture.md): the process's, beside the app, started once it listens.
+  const deliveries = new Dispatcher(
+    served.deliveries,
+    config.webhooks,
+    new VersionChain(API_VERSIONS),
+    metrics?.deliveries,
+    (error) => app.log.error({ err: error }, 'webhook delivery failed'),
+    tracing?.deliveries,
+  );
   onIdleError = (error) => app.log.warn({ err: error }, 'an idle database connection failed');
   onListenError = (error, channel) =>
     app.log.warn(
       { err: error, channel },
       "a LISTEN connection failed; retried every second (meanwhile keys are read from the database and other instances' events found by polling)",
     );
+  for (const { error, channel } of early.splice(0)) {
+    if (channel === undefined) onIdleError(error);
+    else onListenError(error, channel);
+  }
 
   let metricsServer: MetricsServer | undefined;
   // On SIGTERM or SIGINT (a second one exits at once), or an error nothing caught: drain, close,
@@ -145,9 +163,13 @@ async function main(): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
       const stoppingAt = Date.now();
       await app.close();
+      // Attempts in flight finish (a few seconds at most) or are given back for another instance.
+      await deliveries.stop();
       await metricsServer?.close();
       // The spans still buffered are sent, within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT).
-      await tracing?.shutdown().catch(() => undefined);
+      await tracing
+        ?.shutdown()
+        .catch((error: unknown) => app.log.warn({ err: error }, 'spans not exported at shutdown'));
       redis?.disconnect();
       await storage.close();
       // The last line: a supervisor or an operator may start it again now.
@@ -156,6 +178,7 @@ async function main(): Promise<void> {
   );
 
   await app.listen({ host: config.host, port: config.port });
+  deliveries.start();
   if (metrics !== undefined && config.metrics !== undefined) {
     const { host, port } = config.metrics;
     metricsServer = await startMetricsServer(metrics.registry, host, port).catch((error: unknown) => {

@@ -76,7 +76,9 @@ async function docsInChromium(t: TapTest): Promise<void> {
   t.strictSame(await versions.locator('option').allInnerTexts(), names, 'every version listed, the newest first');
   await page.locator('#operations-pets-listPets').waitFor();
   t.equal(await page.locator('#operations-pets-getPet').count(), 0, 'the newest is shown: v2, without getPet');
-  await page.goto(`${origin}/docs/?urls.primaryName=${encodeURIComponent(names.find((name) => name.startsWith('v1 ')) ?? '')}`);
+  await page.goto(
+    `${origin}/docs/?urls.primaryName=${encodeURIComponent(names.find((name) => name.startsWith('v1 ')) ?? '')}`,
+  );
   const operations = page.locator('.opblock');
   await operations.first().waitFor();
   const webhooks = Object.keys(contract.dereferenced.webhooks ?? {});

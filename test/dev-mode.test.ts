@@ -126,7 +126,11 @@ const withPetCare = (text: string) => {
 
 t.test('development answers a success without an example with a value sampled from its schema', async (t) => {
   const { app, auth, logged, contract } = await serve(t, withPetCare, true);
-  t.equal((await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care` })).statusCode, 401, 'after authentication');
+  t.equal(
+    (await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care` })).statusCode,
+    401,
+    'after authentication',
+  );
   const answer = await app.inject({ method: 'GET', url: `${NEWEST_BASE}/pets/1/care`, headers: auth });
   t.equal(answer.statusCode, 200);
   t.equal(answer.headers['x-petstore-mock'], 'schema', 'marked as an example, generated from the schema');

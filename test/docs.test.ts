@@ -53,7 +53,11 @@ t.test('servers[0] comes from the configured public URL or the socket, never fro
   const spoofed = await api.app.inject({ url: '/v1/openapi.json', headers: { host: 'evil.example' } });
   t.strictSame(JSON.parse(spoofed.body), servedFor(`${origin}/v1`));
 
-  const behindProxy = await buildApp({ ...servedVersions, storage: api.storage, publicUrl: 'https://pets.example:8443/' });
+  const behindProxy = await buildApp({
+    ...servedVersions,
+    storage: api.storage,
+    publicUrl: 'https://pets.example:8443/',
+  });
   t.teardown(() => behindProxy.close());
   for (const format of formats) {
     const response = await behindProxy.inject({ url: format.path, headers: { host: 'evil.example' } });

@@ -64,11 +64,10 @@ if (backend === 'postgres') {
       }
       const upgraded = await poolOf(t);
       t.equal(await migratePostgres(upgraded, before), POSTGRES_BEFORE.length);
-      const writtenSince = now.filter((file) => file >= '013').length;
       t.equal(
         await migratePostgres(upgraded, migrationsDir('postgres')),
-        1 + writtenSince,
-        'only the twin new to PostgreSQL (002), and those written since the renumbering',
+        now.length - POSTGRES_BEFORE.length,
+        'only the twin new to PostgreSQL (002), and the migrations written since',
       );
       t.equal(await migratePostgres(upgraded, migrationsDir('postgres')), 0, 'and then nothing');
       const fresh = await poolOf(t);
@@ -92,13 +91,12 @@ if (backend === 'postgres') {
     const db = new Database(await newDatabase(t));
     t.teardown(() => db.close());
     t.equal(migrateSqlite(db, before), 10);
-    const twinsAndLater = files(migrationsDir('sqlite')).filter((name) => name >= '011');
     t.equal(
       migrateSqlite(db, migrationsDir('sqlite')),
-      twinsAndLater.length,
-      '011 and 012, which change nothing on SQLite, and those after them',
+      files(migrationsDir('sqlite')).filter((name) => name >= '011').length,
+      '011 and 012, which change nothing on SQLite, and those written since',
     );
-    t.equal(db.pragma('user_version', { simple: true }), Number(twinsAndLater.at(-1)?.slice(0, 3)), 'the last one run');
+    t.equal(db.pragma('user_version', { simple: true }), files(migrationsDir('sqlite')).length);
     t.equal(migrateSqlite(db, migrationsDir('sqlite')), 0);
   });
 }

@@ -11,7 +11,14 @@ const rules = new StoreRules(contract.dereferenced);
 const STATUSES: PetStatus[] = ['available', 'pending', 'sold'];
 
 const pet = (status: PetStatus, version = 3, placedOrderId?: number): PetState => ({
-  pet: { id: 1, name: 'Rex', categoryId: 1, status },
+  pet: {
+    id: 1,
+    name: 'Rex',
+    categoryId: 1,
+    status,
+    createdAt: '2026-11-25T10:00:00.000Z',
+    updatedAt: '2026-11-25T10:05:00.000Z',
+  },
   version,
   placedOrderId,
 });

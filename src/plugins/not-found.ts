@@ -12,6 +12,7 @@ import fp from 'fastify-plugin';
 import { ApiError, shown } from '../domain/errors.js';
 import { pathOf, type PathTable } from '../contract/path-table.js';
 import { send, toApiError } from './errors.js';
+import { recordFailure } from './request-log.js';
 
 export interface NotFoundOptions {
   paths: PathTable;
@@ -47,7 +48,7 @@ function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply
  */
 export function frameworkErrors(
   paths: PathTable,
-  hooksFor: (request: FastifyRequest) => RequestHook[],
+  hooksFor: (request: FastifyRequest) => readonly RequestHook[],
   /** fastify runs no onResponse hook for these answers, nor logs them: these run once each is written. */
   onResponse?: onResponseHookHandler,
   requestLog?: LogController,
@@ -68,7 +69,12 @@ export function frameworkErrors(
     runHooks().then(
       // A hook may have refused (a Refuse): that is the answer.
       () => (reply.sent ? undefined : sendError(reply, answer)),
-      (error: unknown) => sendError(reply, toApiError(error as Error)),
+      (error: unknown) => {
+        const failure = toApiError(error as Error);
+        // A hook's fault (the database, say) is logged once, with the request's line.
+        if (failure.statusCode >= 500) recordFailure(request, error as Error);
+        return sendError(reply, failure);
+      },
     );
   };
 }

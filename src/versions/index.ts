@@ -1,6 +1,8 @@
 import type { ApiVersion } from './change.js';
 import { eventsByVersion } from './changes/events-by-version.js';
 import { getPetRemoved } from './changes/get-pet-removed.js';
+import { idempotencyKeyRequired } from './changes/idempotency-key-required.js';
+import { petTimestamps } from './changes/pet-timestamps.js';
 
 /**
  * Every major version of the API, oldest first, each with the version changes that lead to it from
@@ -14,5 +16,5 @@ import { getPetRemoved } from './changes/get-pet-removed.js';
  */
 export const API_VERSIONS: readonly ApiVersion[] = [
   { major: 1, changes: [] },
-  { major: 2, changes: [getPetRemoved, eventsByVersion] },
+  { major: 2, changes: [getPetRemoved, petTimestamps, idempotencyKeyRequired, eventsByVersion] },
 ];

@@ -6,8 +6,10 @@ import createClient from 'openapi-fetch';
 // The suites of /v1 call it through its own contract's types (v2's suites use their own client).
 import type { paths } from '../../generated/v1.js';
 import { buildApp } from '../../src/app.js';
+import { servedVersions as versionsServed } from '../../src/app/versions.js';
 import type { Contract } from '../../src/contract/document.js';
-import type { WebhookSettings } from '../../src/events/settings.js';
+import { Dispatcher } from '../../src/events/dispatcher.js';
+import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../../src/events/settings.js';
 import { issueKey } from '../../src/auth/api-keys.js';
 import { redisClient } from '../../src/plugins/rate-limit/redis.js';
 import { Metrics } from '../../src/metrics/registry.js';
@@ -81,6 +83,11 @@ export interface StartOptions {
   trustProxy?: boolean | string;
   /** Webhook delivery settings, as the WEBHOOK_* variables give them (default: the server's defaults). */
   webhooks?: WebhookSettings;
+  /**
+   * Run the delivery worker beside the app, started when it is ready and stopped when it closes, as
+   * server.ts runs it beside the server. Off unless a test needs deliveries (helpers/webhooks.ts).
+   */
+  deliveries?: boolean;
   /** The newest version's contract, and older versions served beside it (default: openapi.yaml alone). */
   versions?: { contract: Contract; olderContracts: Contract[]; apiVersions?: readonly ApiVersion[] };
 }
@@ -93,9 +100,10 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
   const redis = options.redisUrl === undefined ? undefined : await redisClient(options.redisUrl);
   const metrics = options.metrics === true ? new Metrics() : undefined;
   const seen = options.storageSeenByServer?.(storage) ?? storage;
+  const served = metrics === undefined ? seen : instrumentStorage(seen, metrics);
   const app = await buildApp({
     ...(options.versions ?? servedVersions),
-    storage: metrics === undefined ? seen : instrumentStorage(seen, metrics),
+    storage: served,
     metrics,
     redis,
     overload: options.overload ?? { ...DEFAULT_OVERLOAD, maxEventLoopDelayMs: 0 },
@@ -106,6 +114,19 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     ...(options.connections === undefined ? {} : { connections: options.connections }),
     ...(options.webhooks === undefined ? {} : { webhooks: options.webhooks }),
   });
+  if (options.deliveries === true) {
+    // Each endpoint's payloads in its own version, through the chain the app serves.
+    const { contract, olderContracts, apiVersions } = options.versions ?? servedVersions;
+    const worker = new Dispatcher(
+      served.deliveries,
+      options.webhooks ?? DEFAULT_WEBHOOKS,
+      versionsServed(contract, olderContracts, apiVersions).chain,
+      metrics?.deliveries,
+      (error) => app.log.error({ err: error }, 'webhook delivery failed'),
+    );
+    app.addHook('onReady', async () => worker.start());
+    app.addHook('onClose', async () => worker.stop());
+  }
   t.teardown(async () => {
     await app.close();
     redis?.disconnect();

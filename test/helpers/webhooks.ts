@@ -19,9 +19,9 @@ export const FAST: WebhookSettings = {
 
 export type WithSecret = WebhookEndpoint & { secret: string };
 
-/** A server with FAST deliveries unless `options` says otherwise. */
+/** A server with its delivery worker, FAST deliveries unless `options` says otherwise. */
 export function start(t: Teardown, options: StartOptions = {}): Promise<TestApi> {
-  return startApi(t, { webhooks: FAST, ...options });
+  return startApi(t, { webhooks: FAST, deliveries: true, ...options });
 }
 
 export function subscribe(api: TestApi, url: string, events: EventType[], auth = api.auth) {

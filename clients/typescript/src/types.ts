@@ -10,8 +10,20 @@ type RequestBody<K extends OperationId> = [operations[K]['requestBody']] extends
   ? C[keyof C]
   : never;
 
+/** Headers the client sends itself when the call does not: a new Idempotency-Key for each create. */
+type ClientSuppliedHeader = 'Idempotency-Key';
+type HeaderParameters<K extends OperationId> = NonNullable<Parameters<K>['header']>;
+/** A call's headers: the contract's, those the client supplies made optional. */
+type Loosened<H> = Omit<H, ClientSuppliedHeader> & Partial<Pick<H, ClientSuppliedHeader & keyof H>>;
+type CallHeaders<K extends OperationId> = [HeaderParameters<K>] extends [never]
+  ? { header?: never }
+  : object extends Loosened<HeaderParameters<K>>
+    ? { header?: Loosened<HeaderParameters<K>> }
+    : { header: Loosened<HeaderParameters<K>> };
+
 /** What a call of operation K takes: its `path`, `query` and `header` parameters, and its `body`. */
-export type Input<K extends OperationId> = Omit<Parameters<K>, 'cookie'> &
+export type Input<K extends OperationId> = Omit<Parameters<K>, 'cookie' | 'header'> &
+  CallHeaders<K> &
   ([RequestBody<K>] extends [never] ? unknown : { body: RequestBody<K> });
 
 type Responses<K extends OperationId> = operations[K]['responses'];

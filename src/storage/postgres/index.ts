@@ -75,7 +75,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Storage> {
   const keys = new KeyCache(listen);
 
   return {
-    pets: petRepository(pool, claims, outbox),
+    pets: petRepository(pool, claims, outbox, now),
     orders: orderRepository(pool, claims, outbox, now),
     accounts: accountRepository(pool, keys),
     webhooks: webhookRepository(pool, outbox, now),

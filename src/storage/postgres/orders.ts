@@ -34,11 +34,12 @@ export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now:
     // The pet's row is locked first: two orders for it, on any instances, are decided one after the other.
     place: async (petId, check, claim) =>
       claims.claimed(claim, byId, async (client) => {
-        await setPetStatus(client, outbox, petId, check(await lockPet(client, petId)));
+        const at = now();
+        await setPetStatus(client, outbox, petId, check(await lockPet(client, petId)), new Date(at).toISOString());
         const created = await onlyRow<Order>(client, {
           name: 'orders-insert',
           text: ORDER_SQL.insert,
-          values: [petId, now()],
+          values: [petId, at],
         });
         await outbox.emit(client, ORDER_EVENTS.placed, created);
         return { id: created.id, created };
@@ -49,11 +50,12 @@ export function orderRepository(pool: Pool, claims: Claims, outbox: Outbox, now:
         if (current === undefined) return undefined;
         const change = decide(current);
         if (change === undefined) return current;
-        await setPetStatus(client, outbox, current.petId, change.petStatus);
+        const at = now();
+        await setPetStatus(client, outbox, current.petId, change.petStatus, new Date(at).toISOString());
         const changed = await onlyRow<Order>(client, {
           name: 'orders-set-status',
           text: ORDER_SQL.setStatus,
-          values: [change.status, now(), id],
+          values: [change.status, at, id],
         });
         await outbox.emit(client, ORDER_EVENTS[change.status], changed);
         return changed;

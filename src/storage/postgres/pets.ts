@@ -1,16 +1,27 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Claims } from './idempotency.js';
 import { insertEmitting, type Outbox } from './webhooks/outbox.js';
-import { firstRow, onlyRow, type Queryable, rows, transaction } from './queries.js';
+import { firstRow, onlyRow, type Queryable, rows, TIMESTAMP, transaction } from './queries.js';
 import { stillAt, SubscriptionHints } from './subscriptions.js';
 import type { NewPetRecord, Pet, PetRepository, PetState, PetStatus, VersionedPet } from '../types.js';
 import { type PetRow, versioned } from '../pet-rows.js';
 import { pageOf, rowsFor } from '../paging.js';
 
-const PET_COLUMNS = 'id, name, category_id AS "categoryId", status';
+const PET_COLUMNS = `id, name, category_id AS "categoryId", status, ${TIMESTAMP('created_at')} AS "createdAt",
+  ${TIMESTAMP('updated_at')} AS "updatedAt"`;
 /** A Pet's fields, as PET_COLUMNS names them and versioned() reads them. */
-const PET_FIELDS = ['id', 'name', 'categoryId', 'status'] as const satisfies readonly (keyof Pet)[];
-const INSERT = `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}, version`;
+const PET_FIELDS = [
+  'id',
+  'name',
+  'categoryId',
+  'status',
+  'createdAt',
+  'updatedAt',
+] as const satisfies readonly (keyof Pet)[];
+const INSERT = `INSERT INTO pets (name, category_id, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+  RETURNING ${PET_COLUMNS}, version`;
+/** A change's updated_at: the clock's time ($n), or a millisecond past the last change's if that is not later. */
+const CHANGED_AT = (n: number) => `updated_at = greatest($${n}::timestamptz, updated_at + interval '1 millisecond')`;
 /**
  * The statements of every request, built once: node-postgres checks a named statement's text
  * against the one it prepared on each use, which is a pointer comparison when it is the same string.
@@ -22,16 +33,19 @@ const PET_SQL = {
   listByIdsAndStatus: `SELECT ${PET_COLUMNS}, version FROM pets
     WHERE id = ANY($1::bigint[]) AND status = $2 AND id > $3 ORDER BY id LIMIT $4`,
   insert: INSERT,
-  // Nobody subscribed when the version was $4: the pet alone, as long as that is still so.
-  insertUnsubscribed: `INSERT INTO pets (name, category_id, status) SELECT $1, $2, $3 WHERE ${stillAt(4)}
+  // Nobody subscribed when the version was $5: the pet alone, as long as that is still so.
+  insertUnsubscribed: `INSERT INTO pets (name, category_id, status, created_at, updated_at)
+    SELECT $1, $2, $3, $4, $4 WHERE ${stillAt(5)}
     RETURNING ${PET_COLUMNS}, version`,
-  insertEmitting: insertEmitting(INSERT, 3, PET_FIELDS),
+  insertEmitting: insertEmitting(INSERT, 4, PET_FIELDS),
   byId: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1`,
   lock: `SELECT ${PET_COLUMNS}, version FROM pets WHERE id = $1 FOR UPDATE`,
   placedOrder: `SELECT id FROM orders WHERE pet_id = $1 AND status = 'placed'`,
   change: `UPDATE pets SET name = coalesce($1, name), category_id = coalesce($2, category_id),
-    status = coalesce($3, status), version = version + 1 WHERE id = $4 RETURNING ${PET_COLUMNS}, version`,
-  setStatus: `UPDATE pets SET status = $1, version = version + 1 WHERE id = $2 RETURNING ${PET_COLUMNS}`,
+    status = coalesce($3, status), version = version + 1, ${CHANGED_AT(5)} WHERE id = $4
+    RETURNING ${PET_COLUMNS}, version`,
+  setStatus: `UPDATE pets SET status = $1, version = version + 1, ${CHANGED_AT(3)} WHERE id = $2
+    RETURNING ${PET_COLUMNS}`,
 };
 
 /**
@@ -50,8 +64,18 @@ export async function lockPet(client: PoolClient, id: number): Promise<PetState 
 }
 
 /** Moves a pet to a status, as an order's change does, and says so in the outbox. */
-export async function setPetStatus(client: PoolClient, outbox: Outbox, id: number, status: PetStatus): Promise<void> {
-  const moved = await firstRow<Pet>(client, { name: 'pets-set-status', text: PET_SQL.setStatus, values: [status, id] });
+export async function setPetStatus(
+  client: PoolClient,
+  outbox: Outbox,
+  id: number,
+  status: PetStatus,
+  at: string,
+): Promise<void> {
+  const moved = await firstRow<Pet>(client, {
+    name: 'pets-set-status',
+    text: PET_SQL.setStatus,
+    values: [status, id, at],
+  });
   if (moved !== undefined) await outbox.emit(client, 'pet.updated', moved);
 }
 
@@ -60,7 +84,8 @@ async function getPet(db: Queryable, id: number): Promise<VersionedPet | undefin
   return row === undefined ? undefined : versioned(row);
 }
 
-export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRepository {
+export function petRepository(pool: Pool, claims: Claims, outbox: Outbox, now: () => number): PetRepository {
+  const timestamp = () => new Date(now()).toISOString();
   const subscriptions = new SubscriptionHints(pool);
   const list = (afterId: number, limit: number, status: string | undefined, ids: readonly number[] | undefined) => {
     const read = rowsFor(limit);
@@ -78,7 +103,7 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
       await onlyRow<PetRow>(client, {
         name: 'pets-insert',
         text: PET_SQL.insert,
-        values: [pet.name, pet.categoryId, pet.status],
+        values: [pet.name, pet.categoryId, pet.status, timestamp()],
       }),
     );
     await outbox.emit(client, 'pet.created', created.pet);
@@ -95,13 +120,17 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
       const alone = await firstRow<PetRow>(pool, {
         name: 'pets-insert-unsubscribed',
         text: PET_SQL.insertUnsubscribed,
-        values: [pet.name, pet.categoryId, pet.status, hint.version],
+        values: [pet.name, pet.categoryId, pet.status, timestamp(), hint.version],
       });
       if (alone !== undefined) return versioned(alone);
     }
     const made = await outbox.insertEmitting<PetRow>(
       pool,
-      { name: 'pets-insert-emitting', text: PET_SQL.insertEmitting, values: [pet.name, pet.categoryId, pet.status] },
+      {
+        name: 'pets-insert-emitting',
+        text: PET_SQL.insertEmitting,
+        values: [pet.name, pet.categoryId, pet.status, timestamp()],
+      },
       'pet.created',
     );
     if (made.eventId === null || !hint.anyone) subscriptions.forget('pet.created', hint);
@@ -131,7 +160,7 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
           await onlyRow<PetRow>(client, {
             name: 'pets-change',
             text: PET_SQL.change,
-            values: [fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id],
+            values: [fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id, timestamp()],
           }),
         );
         await outbox.emit(client, 'pet.updated', changed.pet);
@@ -148,13 +177,20 @@ export function petRepository(pool: Pool, claims: Claims, outbox: Outbox): PetRe
       }),
     createMany: async (pets) => {
       const all = [...pets];
+      const at = timestamp();
       await transaction(pool, async (client) => {
         for (let start = 0; start < all.length; start += 10_000) {
           const batch = all.slice(start, start + 10_000);
           await rows(client, {
-            text: `INSERT INTO pets (name, category_id, status)
-                   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])`,
-            values: [batch.map((pet) => pet.name), batch.map((pet) => pet.categoryId), batch.map((pet) => pet.status)],
+            text: `INSERT INTO pets (name, category_id, status, created_at, updated_at)
+                   SELECT name, category_id, status, $4, $4 FROM unnest($1::text[], $2::bigint[], $3::text[])
+                     AS batch (name, category_id, status)`,
+            values: [
+              batch.map((pet) => pet.name),
+              batch.map((pet) => pet.categoryId),
+              batch.map((pet) => pet.status),
+              at,
+            ],
           });
         }
       });

@@ -55,7 +55,7 @@ export function openSqlite(options: SqliteOptions): Storage {
     asStorage(repository, failure, writes, writing);
 
   return {
-    pets: served(petRepository(db, claims, outbox), ['create', 'update', 'remove', 'createMany']),
+    pets: served(petRepository(db, claims, outbox, now), ['create', 'update', 'remove', 'createMany']),
     orders: served(orderRepository(db, claims, outbox, now), ['place', 'update']),
     accounts: served(accountRepository(db), ['createAccount', 'addKey', 'revokeKey', 'expireKey']),
     webhooks: served(webhookRepository(db, outbox, now), ['create', 'update', 'remove', 'rotateSecret', 'sendTest']),

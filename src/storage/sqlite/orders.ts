@@ -40,7 +40,7 @@ export function orderRepository(
     `UPDATE orders SET status = ?, updated_at = ? WHERE id = ? RETURNING ${ORDER_COLUMNS}`,
   );
   const petState = petStates(db);
-  const movePet = petStatusSetter(db, outbox);
+  const movePet = petStatusSetter(db, outbox, now);
   const timestamp = () => new Date(now()).toISOString();
 
   // IMMEDIATE transactions: the pet is read under the write lock, so two orders cannot both find it available.

@@ -7,17 +7,33 @@ import { BOUND_LIMIT } from './statements.js';
 import type { NewPetRecord, Pet, PetFields, PetRepository, PetState, VersionedPet } from '../types.js';
 import { pageOf, rowsFor } from '../paging.js';
 
-const PET_COLUMNS = 'id, name, category_id AS categoryId, status';
+const PET_COLUMNS = 'id, name, category_id AS categoryId, status, created_at AS createdAt, updated_at AS updatedAt';
 /** PET_COLUMNS and the version, as a pet's row is read: an array (better-sqlite3's raw mode). */
 const VERSIONED_PET = `${PET_COLUMNS}, version`;
-type PetColumns = [id: number, name: string, categoryId: number, status: Pet['status'], version: number];
+type PetColumns = [
+  id: number,
+  name: string,
+  categoryId: number,
+  status: Pet['status'],
+  createdAt: string,
+  updatedAt: string,
+  version: number,
+];
+/**
+ * A change's updated_at: the clock's time (the statement's first parameter), or a millisecond past
+ * the last change's if that is not later. RFC 3339 texts of one width compare as their times do.
+ */
+const CHANGED_AT = "updated_at = max(?, strftime('%Y-%m-%dT%H:%M:%fZ', updated_at, '+0.001 seconds'))";
 
 /**
  * Rows of pets are read as arrays and made into pets here: an object row is built by better-sqlite3
  * from C++ a property at a time, which made a page's query take up to twice as long.
  */
 function versioned(row: PetColumns): VersionedPet {
-  return { pet: { id: row[0], name: row[1], categoryId: row[2], status: row[3] }, version: row[4] };
+  return {
+    pet: { id: row[0], name: row[1], categoryId: row[2], status: row[3], createdAt: row[4], updatedAt: row[5] },
+    version: row[6],
+  };
 }
 
 /** A pet as a change is decided on: with its version and its placed order. */
@@ -33,17 +49,27 @@ export function petStates(db: Database.Database): (id: number) => PetState | und
 }
 
 /** Moves a pet to a status, as an order's change does, and says so in the outbox. */
-export function petStatusSetter(db: Database.Database, outbox: Outbox): (id: number, status: Pet['status']) => void {
-  const update = db.prepare<[string, number], Pet>(
-    `UPDATE pets SET status = ?, version = version + 1 WHERE id = ? RETURNING ${PET_COLUMNS}`,
+export function petStatusSetter(
+  db: Database.Database,
+  outbox: Outbox,
+  now: () => number,
+): (id: number, status: Pet['status']) => void {
+  const update = db.prepare<[string, string, number], Pet>(
+    `UPDATE pets SET ${CHANGED_AT}, status = ?, version = version + 1 WHERE id = ? RETURNING ${PET_COLUMNS}`,
   );
   return (id, status) => {
-    const moved = update.get(status, id);
+    const moved = update.get(new Date(now()).toISOString(), status, id);
     if (moved !== undefined) outbox.emit('pet.updated', moved);
   };
 }
 
-export function petRepository(db: Database.Database, claims: Claims, outbox: Outbox): Synchronous<PetRepository> {
+export function petRepository(
+  db: Database.Database,
+  claims: Claims,
+  outbox: Outbox,
+  now: () => number,
+): Synchronous<PetRepository> {
+  const timestamp = () => new Date(now()).toISOString();
   // A list of ids is bound as one JSON array.
   const ids = 'id IN (SELECT value FROM json_each(?))';
   const list = {
@@ -69,14 +95,15 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
       .raw(),
   };
   const insert = db
-    .prepare<[string, number, string], PetColumns>(
-      `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${VERSIONED_PET}`,
+    .prepare<{ name: string; categoryId: number; status: string; at: string }, PetColumns>(
+      `INSERT INTO pets (name, category_id, status, created_at, updated_at) VALUES (@name, @categoryId, @status, @at, @at)
+       RETURNING ${VERSIONED_PET}`,
     )
     .raw();
   const byId = db.prepare<[number], PetColumns>(`SELECT ${VERSIONED_PET} FROM pets WHERE id = ?`).raw();
   const change = db
-    .prepare<[string | null, number | null, string | null, number], PetColumns>(
-      `UPDATE pets SET name = coalesce(?, name), category_id = coalesce(?, category_id),
+    .prepare<[string, string | null, number | null, string | null, number], PetColumns>(
+      `UPDATE pets SET ${CHANGED_AT}, name = coalesce(?, name), category_id = coalesce(?, category_id),
        status = coalesce(?, status), version = version + 1
      WHERE id = ? RETURNING ${VERSIONED_PET}`,
     )
@@ -88,7 +115,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     return row === undefined ? undefined : versioned(row);
   };
   const create = (pet: NewPetRecord) => {
-    const created = versioned(insert.get(pet.name, pet.categoryId, pet.status) as PetColumns);
+    const created = versioned(insert.get({ ...pet, at: timestamp() }) as PetColumns);
     outbox.emit('pet.created', created.pet);
     return { id: created.pet.id, created };
   };
@@ -96,8 +123,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   const createUnclaimed = atomic(db, (pet: NewPetRecord) => create(pet).created);
   // When nothing subscribes, the pet alone: one statement, its own transaction. all(), not get():
   // SQLite's commit hook, and with it the WAL's checkpoints, runs only once a statement has run to its end.
-  const createAlone = (pet: NewPetRecord) =>
-    versioned(insert.all(pet.name, pet.categoryId, pet.status)[0] as PetColumns);
+  const createAlone = (pet: NewPetRecord) => versioned(insert.all({ ...pet, at: timestamp() })[0] as PetColumns);
   // IMMEDIATE: the write lock is taken before the pet is read, so the decision and the write are atomic.
   const createClaimed = atomic(db, (pet: NewPetRecord, claim: Parameters<PetRepository['create']>[1]) =>
     claims.claimed(claim, get, () => create(pet)),
@@ -108,7 +134,7 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
     const fields: PetFields | undefined = decide(current);
     if (fields === undefined) return current;
     const changed = versioned(
-      change.get(fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetColumns,
+      change.get(timestamp(), fields.name ?? null, fields.categoryId ?? null, fields.status ?? null, id) as PetColumns,
     );
     outbox.emit('pet.updated', changed.pet);
     return changed;
@@ -123,8 +149,9 @@ export function petRepository(db: Database.Database, claims: Claims, outbox: Out
   });
   const insertMany = atomic(db, (pets: Iterable<NewPetRecord>) => {
     let count = 0;
+    const at = timestamp();
     for (const pet of pets) {
-      insert.run(pet.name, pet.categoryId, pet.status);
+      insert.run({ name: pet.name, categoryId: pet.categoryId, status: pet.status, at });
       count += 1;
     }
     return count;

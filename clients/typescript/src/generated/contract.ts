@@ -935,7 +935,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -985,6 +987,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }
@@ -1020,7 +1040,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -1070,6 +1092,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }
@@ -1105,7 +1145,9 @@ export const eventSchemas: Record<string, object> = {
           "id",
           "name",
           "categoryId",
-          "status"
+          "status",
+          "createdAt",
+          "updatedAt"
         ],
         "additionalProperties": false,
         "properties": {
@@ -1155,6 +1197,24 @@ export const eventSchemas: Record<string, object> = {
               ],
               "sold": []
             }
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal was added (RFC 3339, UTC, milliseconds), set by the service.\n",
+            "examples": [
+              "2026-11-25T10:00:00.000Z"
+            ]
+          },
+          "updatedAt": {
+            "type": "string",
+            "format": "date-time",
+            "readOnly": true,
+            "description": "When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every\nchange moves it forward, by at least a millisecond, including a status an order gives\nit. Equal to `createdAt` until the first change. An animal changed before version 2.0.0\nwas deployed carries the time of that upgrade until its next change: when it last\nchanged was not kept.\n",
+            "examples": [
+              "2026-11-25T10:05:00.000Z"
+            ]
           }
         }
       }

@@ -74,7 +74,7 @@ class PetstoreMethods(SyncBase):
         self,
         *,
         body: NewPet,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -86,7 +86,11 @@ class PetstoreMethods(SyncBase):
         ``POST /pets``; scope ``pets:write``.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -228,7 +232,7 @@ class PetstoreMethods(SyncBase):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -242,7 +246,11 @@ class PetstoreMethods(SyncBase):
         ``POST /store/orders``; scope ``orders:write``; stability: beta.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -574,7 +582,7 @@ class AsyncPetstoreMethods(AsyncBase):
         self,
         *,
         body: NewPet,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Pet, str]:
         """Add an animal
@@ -586,7 +594,11 @@ class AsyncPetstoreMethods(AsyncBase):
         ``POST /pets``; scope ``pets:write``.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -728,7 +740,7 @@ class AsyncPetstoreMethods(AsyncBase):
         self,
         *,
         body: NewOrder,
-        idempotency_key: str | NotGiven = NOT_GIVEN,
+        idempotency_key: str,
         options: RequestOptions | None = None,
     ) -> Result[Order, str | None]:
         """Reserve an animal
@@ -742,7 +754,11 @@ class AsyncPetstoreMethods(AsyncBase):
         ``POST /store/orders``; scope ``orders:write``; stability: beta.
 
         Args:
-            idempotency_key: Makes a create safe to retry. A retry with the same key and the same body, sent with the
+            idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
+                retries a create without one may make it twice). Generate a new key, a UUID say, for each
+                create, and send the same key when you retry it.
+                
+                Makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The

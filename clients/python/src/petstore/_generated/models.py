@@ -40,6 +40,15 @@ class Pet(BaseModel):
     name: str
     category_id: int = Field(validation_alias="categoryId", serialization_alias="categoryId")
     status: PetStatus
+    created_at: datetime = Field(validation_alias="createdAt", serialization_alias="createdAt")
+    """When the animal was added (RFC 3339, UTC, milliseconds), set by the service."""
+    updated_at: datetime = Field(validation_alias="updatedAt", serialization_alias="updatedAt")
+    """When the animal last changed (RFC 3339, UTC, milliseconds), set by the service: every
+    change moves it forward, by at least a millisecond, including a status an order gives
+    it. Equal to `createdAt` until the first change. An animal changed before version 2.0.0
+    was deployed carries the time of that upgrade until its next change: when it last
+    changed was not kept.
+    """
 
 
 class NewPet(BaseModel):

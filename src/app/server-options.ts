@@ -1,0 +1,82 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { FastifyHttpOptions, FastifyServerOptions } from 'fastify';
+import { clientErrorHandlerWith } from '../http/raw-answers.js';
+import { countUnparsable } from '../metrics/http.js';
+import type { Metrics } from '../metrics/registry.js';
+import { type RequestLog, requestLogger } from '../plugins/request-log.js';
+import { serializerFactory } from '../plugins/serialization.js';
+import type { ConnectionLimits } from '../plugins/settings.js';
+import { compileValidator, validationFailure } from '../plugins/validation.js';
+
+/** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
+export const BODY_LIMIT = 16 * 1024;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echo a sane `X-Request-Id`; anything else (too long, odd characters) is replaced. */
+export function requestId(request: IncomingMessage): string {
+  const sent = request.headers['x-request-id'];
+  return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
+}
+
+type ValidatorFactory = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
+>;
+/** fastify types this factory after its default (ajv) compiler; at run time any schema compiler fits. */
+const contractValidatorFactory = (() => compileValidator) as unknown as ValidatorFactory;
+
+export interface ServerSettings {
+  logger: NonNullable<FastifyServerOptions['logger']>;
+  requestLog: RequestLog;
+  trustProxy: boolean | string;
+  https: { cert: Buffer; key: Buffer } | undefined;
+  connections: ConnectionLimits;
+  metrics: Metrics | undefined;
+  frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors']>;
+}
+
+/** fastify's options: the request id, the log, the limits and timeouts, and the contract's compilers. */
+export function serverOptions({
+  logger,
+  requestLog,
+  trustProxy,
+  https,
+  connections,
+  metrics,
+  frameworkErrors,
+}: ServerSettings): FastifyHttpOptions<Server> {
+  // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
+  const tls: object = https === undefined ? {} : { https };
+  return {
+    logger,
+    // The failed-authentication limit and the logs use request.ip: the client's address from
+    // X-Forwarded-For when the peer is a trusted proxy, the peer's otherwise.
+    trustProxy,
+    ...tls,
+    bodyLimit: BODY_LIMIT,
+    genReqId: requestId,
+    logController: requestLog,
+    childLoggerFactory: requestLogger,
+    // HEAD is not in the contract: it gets 405 like any other undeclared method.
+    exposeHeadRoutes: false,
+    // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
+    return503OnClosing: false,
+    requestTimeout: connections.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(5_000, connections.requestTimeoutMs),
+      // Node checks the timeouts above this often (default 30 s: too coarse to be a limit).
+      connectionsCheckingInterval: Math.min(1_000, connections.requestTimeoutMs / 4),
+      // The framing plugin answers a missing Host with an Error body; Node's answer has none.
+      requireHostHeader: false,
+    },
+    clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
+    frameworkErrors,
+    // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
+    // than with setValidatorCompiler, fastify never loads its default ajv compiler.
+    schemaController: {
+      compilersFactory: { buildValidator: contractValidatorFactory, buildSerializer: serializerFactory },
+    },
+    schemaErrorFormatter: validationFailure,
+  };
+}

@@ -1,0 +1,48 @@
+import type { VersionChange, VersionedEvent, VersionedResponse } from '../change.js';
+
+/** The operations whose answers carry pets: one, or a list (a bare array, or v2's `{data}` page). */
+const ANSWERS_WITH_PETS = new Set(['createPet', 'updatePet', 'listPets', 'getPet']);
+const PET_EVENTS = new Set(['pet.created', 'pet.updated', 'pet.deleted']);
+
+/** A copy of a pet without v2's fields (the answer may be a replay, kept as it was first sent). */
+function withoutTimestamps(pet: unknown): unknown {
+  if (typeof pet !== 'object' || pet === null) return pet;
+  const older: Record<string, unknown> = { ...pet };
+  delete older.createdAt;
+  delete older.updatedAt;
+  return older;
+}
+
+function petsOf(body: unknown): unknown[] | undefined {
+  if (Array.isArray(body)) return body as unknown[];
+  const data = (body as { data?: unknown } | null)?.data;
+  return Array.isArray(data) ? (data as unknown[]) : undefined;
+}
+
+/**
+ * v2's Pet says when it was added and last changed; v1's Pet has exactly the four fields it always
+ * had, in answers and in events alike.
+ */
+export const petTimestamps: VersionChange = {
+  description:
+    'A Pet carries createdAt and updatedAt (RFC 3339, UTC), set by the service; updatedAt moves forward on every change. Pets added before 2.0.0 carry the time of the upgrade.',
+  // The breaking-change check reports the new properties once, where it first meets Pet.
+  covers: [
+    { at: 'GET /pets responses/200/content/application/json/schema/items/properties/createdAt' },
+    { at: 'GET /pets responses/200/content/application/json/schema/items/properties/updatedAt' },
+  ],
+  responseDown: (response: VersionedResponse) => {
+    if (!ANSWERS_WITH_PETS.has(response.operationId) || response.status >= 300) return;
+    const pets = petsOf(response.body);
+    if (pets === undefined) {
+      response.body = withoutTimestamps(response.body);
+      return;
+    }
+    const older = pets.map(withoutTimestamps);
+    response.body = Array.isArray(response.body) ? older : { ...(response.body as object), data: older };
+  },
+  eventDown: (event: VersionedEvent) =>
+    PET_EVENTS.has(event.type)
+      ? { ...event, payload: { ...event.payload, data: withoutTimestamps(event.payload.data) } }
+      : event,
+};
