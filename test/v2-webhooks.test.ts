@@ -15,6 +15,8 @@ import { eventually, patch, payloadConforms, start, verified, type WithSecret } 
 // keeps v2's payload; the worker migrates it down per delivery and signs exactly the bytes it sends.
 
 const v2 = servedVersions.contract;
+/** RFC 3339 UTC with milliseconds, as v2's timestamps are written. */
+const ISO_MILLISECONDS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 type Endpoint = WithSecret & { apiVersion?: string };
 
 /** An endpoint subscribed through `base` (`/v1`, `/v2`), with `fields` added to its create. */
@@ -171,8 +173,17 @@ t.test("events through the served chain: each endpoint's payload is its own vers
   const endpointB = await subscribedThrough(api, '/v2', atV2.url, ['pet.created']);
   await createPet(api, 'Rex');
   await Promise.all([atV1.waitFor(1), atV2.waitFor(1)]);
-  t.ok(payloadConforms('pet.created', payloadOf(t, endpointA, atV1.received[0]), v1), 'v1 gets what v1 declares');
-  t.ok(payloadConforms('pet.created', payloadOf(t, endpointB, atV2.received[0]), v2), 'v2 gets what v2 declares');
+  const toV1 = payloadOf(t, endpointA, atV1.received[0]);
+  const toV2 = payloadOf(t, endpointB, atV2.received[0]);
+  t.ok(payloadConforms('pet.created', toV1, v1), 'v1 gets what v1 declares');
+  t.ok(payloadConforms('pet.created', toV2, v2), 'v2 gets what v2 declares');
+  // petTimestamps (change 4): v2's Pet says when it was made and changed; v1's has its four fields.
+  t.match(toV2.data, { name: 'Rex', createdAt: ISO_MILLISECONDS, updatedAt: ISO_MILLISECONDS }, 'v2: with timestamps');
+  t.same(Object.keys(toV1.data).sort(), ['categoryId', 'id', 'name', 'status'], 'v1: without');
+  const v2WithoutTimestamps: Record<string, unknown> = { ...toV2.data };
+  delete v2WithoutTimestamps.createdAt;
+  delete v2WithoutTimestamps.updatedAt;
+  t.same(toV1.data, v2WithoutTimestamps, 'the same pet otherwise');
 });
 
 t.test('an endpoint of a version this server does not serve: its attempts fail unsent, saying why', async (t) => {
