@@ -7,7 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { createClient, PetstoreWebhookError, type ReceivedEvent, unwrap } from '../clients/typescript/src/index.js';
 import { conformingFetch, listen } from './helpers/api.js';
 import { startReceiver } from './helpers/receiver.js';
-import { declaredEvents, eventually, start } from './helpers/webhooks.js';
+import { declaredEvents, eventually, patch, start } from './helpers/webhooks.js';
 
 /** What an event says, read through its narrowed type: each kind has its own `data`. */
 function summary(event: ReceivedEvent): string {
@@ -32,6 +32,8 @@ t.test('every event kind, delivered for real, is verified, validated and narrowe
   const receiver = await startReceiver(t);
   const kinds = Object.keys(declaredEvents) as ReceivedEvent['type'][];
   const endpoint = await client.createWebhook({ body: { url: receiver.url, events: kinds } });
+  // Made through the suites' /v1, it would receive v1's payloads: unwrap validates v2's, the client's.
+  await patch(api, `/v2/webhooks/${endpoint.data.id}`, { apiVersion: 'v2' });
   // From here on, every delivery is signed with both the rotated secret and the new one.
   const rotated = await client.rotateWebhookSecret({ path: { webhookId: endpoint.data.id } });
 
