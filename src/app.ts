@@ -9,10 +9,9 @@ import notFound, { frameworkErrors } from './plugins/not-found.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
-import overload, { overloadedError } from './plugins/overload.js';
+import overload, { overloadedError, Shedder } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
 import { RequestLog } from './plugins/request-log.js';
-import { adaptNodeServer } from './http/node-server.js';
 import { observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
@@ -126,8 +125,11 @@ export async function buildApp({
     requestLog,
     sendUnrouted,
   );
+  // Shedding comes before fastify sees the request (the server's guard): a shed must cost as little as possible.
+  const shedder = new Shedder({ settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
   const app = Fastify(
     serverOptions({
+      guard: shedder.guard,
       logger,
       requestLog,
       trustProxy,
@@ -140,14 +142,11 @@ export async function buildApp({
 
   // @fastify/otel first: it instruments the routes and hooks added after it.
   if (tracing !== undefined) await app.register(tracing.plugin);
-  adaptNodeServer(app.server, connections.maxConnections);
   app.addHook('onRequest', standardHeaders);
   // Before any route, so that each is observed.
   httpMetrics?.register(app);
-  // Shedding comes before fastify sees the request: a shed must cost as little as possible.
   const overloaded = overloadedError(overloadSettings);
-  const answerFor = shedAnswers(versions, paths, overloaded);
-  await app.register(overload, { settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT, answerFor });
+  await app.register(overload, { shedder, answerFor: shedAnswers(versions, paths, overloaded) });
   await app.register(framing);
   await app.register(errors, { sendUnrouted });
   await app.register(notFound, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS, sendError: sendUnrouted });
@@ -158,7 +157,7 @@ export async function buildApp({
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  hooks = operationHooks(versions, paths, development, (refuse) => {
+  hooks = operationHooks(versions, paths, (refuse) => {
     const bearer = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey }, now);
     return tracing?.authentication(bearer) ?? bearer;
   });

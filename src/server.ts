@@ -28,50 +28,14 @@ async function openDatabase(open: typeof openStorage, database: DatabaseConfig, 
   }
 }
 
-/** How long a log line may wait in memory before it is written. */
-const LOG_FLUSH_MS = 100;
-/** How much of the log is gathered before it is handed on to be written. */
-const LOG_BATCH_CHARACTERS = 4096;
-
 /**
- * Standard output for the log: lines gathered in memory and handed to pino's destination 4 KiB at
- * a time, or every LOG_FLUSH_MS, and written by it asynchronously. One write a line made the write,
- * its thread-pool round trip and its callback a few percent of a request's CPU; and the destination
- * (sonic-boom) measures the UTF-8 length of everything it holds on each write it is given, which
- * line by line was a measurable share of a request under load (BENCHMARKS.md). What is held is written when the process exits (or
- * logs at fatal level); a SIGKILL loses at most LOG_FLUSH_MS of lines.
+ * Standard output for the log: pino's destination gathers lines until it holds 4 KiB (minLength),
+ * or for 100 ms (periodicFlush), and writes them asynchronously: one write a line made the write,
+ * its thread-pool round trip and its callback a share of a request's CPU. pino writes what is held
+ * when the process exits (or logs at fatal level); a SIGKILL loses at most 100 ms of lines.
  */
-function logLines(): { write: (line: string) => void; flushSync: () => void } {
-  const destination = pino.destination({ dest: 1, sync: false });
-  let held: string[] = [];
-  let characters = 0;
-  const handOn = () => {
-    if (held.length === 0) return;
-    destination.write(held.join(''));
-    held = [];
-    characters = 0;
-  };
-  const flushSync = () => {
-    handOn();
-    destination.flushSync();
-  };
-  setInterval(handOn, LOG_FLUSH_MS).unref();
-  // After pino's own flush of the destination at exit, which knows nothing of the lines held here.
-  process.on('exit', () => {
-    try {
-      flushSync();
-    } catch {
-      // Standard output is gone (EPIPE): nothing can be written.
-    }
-  });
-  return {
-    write(line) {
-      held.push(line);
-      characters += line.length;
-      if (characters >= LOG_BATCH_CHARACTERS) handOn();
-    },
-    flushSync,
-  };
+function logDestination() {
+  return pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 });
 }
 
 /**
@@ -108,7 +72,7 @@ async function main(): Promise<void> {
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'headers.authorization'],
-      stream: logLines(),
+      stream: logDestination(),
     },
     publicUrl: config.publicUrl,
     rateLimit: config.rateLimit,

@@ -383,11 +383,15 @@ interface RawResponse {
   text: string;
 }
 
-/** Writes bytes on a fresh connection and reads until the server closes it (requests say Connection: close). */
+/**
+ * Writes bytes on a fresh connection and reads until the server closes it (requests say Connection:
+ * close). The client's end stays open: an instance ends a half-closed connection at once, whatever
+ * it was answering, and answering such clients is the balancer's job (docs/deploy.md).
+ */
 function exchange(port: number, bytes: Buffer): Promise<RawResponse> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
-    const socket = connect(port, '127.0.0.1', () => socket.end(bytes));
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
     socket.setTimeout(5_000, () => socket.destroy());
     socket.on('data', (chunk) => chunks.push(chunk));
     socket.on('error', () => undefined);

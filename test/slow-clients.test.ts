@@ -3,6 +3,8 @@ import t from 'tap';
 import { conformingFetch, listen, parseRawResponse, startApi, type Teardown } from './helpers/api.js';
 import { newDatabase } from './helpers/backend.js';
 import { databaseWithKey, startServerProcess } from './helpers/process.js';
+import { haproxyMissing, startBalancer } from './helpers/haproxy.js';
+import { freePort } from '../scripts/local-servers.js';
 import { assertConforms } from './helpers/contract.js';
 
 interface RawExchange {
@@ -142,7 +144,9 @@ t.test('a client that ignores an error answer and keeps its end open does not ke
     if (status === 408 || status === 401) assertConforms('POST', '/v1/pets', response);
     t.equal(response.statusCode, status, what);
     t.equal(response.json<{ code: string }>().code, code, `${what}: an Error body`);
-    t.equal(response.headers.connection, 'close', `${what}: the answer says the connection closes`);
+    // A refusal from the headers ends its connection after the answer without saying so: with
+    // `Connection: close` Node would close at once (closeAfterAnswer in src/http/lingering-close.ts).
+    if (status !== 401) t.equal(response.headers.connection, 'close', `${what}: the answer says the connection closes`);
     t.equal(response.headers['x-content-type-options'], 'nosniff', `${what}: nosniff`);
     t.match(response.headers['x-request-id'], /\S/, `${what}: a request id`);
   }
@@ -193,7 +197,6 @@ t.test('a client still sending a large body gets the refusal decided from its he
       const response = parseRawResponse(await sendThenRead(port, head, size));
       if (status !== 404) assertConforms('POST', '/v1/pets', response);
       t.equal(response.statusCode, status, `${what} (${attempt})`);
-      t.equal(response.headers.connection, 'close', `${what}: the connection closes after it`);
     }
   }
   const listed = await conformingFetch(
@@ -201,6 +204,39 @@ t.test('a client still sending a large body gets the refusal decided from its he
   );
   t.same(await listed.json(), [], 'nothing was stored');
 });
+
+/** Writes a whole request, half-closes, and reads the answer, as `nc -N` and some HTTP/1.0 tools do. */
+function sendHalfCloseThenRead(port: number, request: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.end(request));
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    socket.on('close', () => resolve(received));
+    socket.on('error', () => undefined);
+  });
+}
+
+// The balancer's job, not the instance's (docs/deploy.md): an instance ends a connection its
+// client half-closed, as Node does by default, and HAProxy, in front, answers such a client.
+t.test(
+  'through the balancer, a client that half-closes after its request gets its answer',
+  { skip: haproxyMissing() },
+  async (t) => {
+    const databaseUrl = await newDatabase(t);
+    const key = await databaseWithKey(databaseUrl);
+    const server = await startServerProcess(t, { DATABASE_URL: databaseUrl });
+    const instance = new URL(server.baseUrl).host;
+    const port = await freePort();
+    await startBalancer(t, [instance, instance], { env: { PETSTORE_LB_HTTP_ADDRESS: `127.0.0.1:${port}` } });
+    const request = (path: string) =>
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`;
+    for (let attempt = 1; attempt <= 3; attempt += 1) {
+      const listed = parseRawResponse(await sendHalfCloseThenRead(port, request('/v1/pets')));
+      assertConforms('GET', '/v1/pets', listed);
+      t.equal(listed.statusCode, 200, `answered (${attempt})`);
+    }
+  },
+);
 
 t.test('a refused request whose small body has arrived keeps its connection', async (t) => {
   const api = await startApi(t);

@@ -43,12 +43,10 @@ export interface OperationHooks {
 export function operationHooks(
   versions: ServedVersions,
   paths: PathTable,
-  /** Whether refusals are sent like other answers (development), for the response check to see them. */
-  development: boolean,
   /** The authentication hook refusing through `refuse`. */
   authenticator: (refuse: Refuse) => onRequestHookHandler,
 ): OperationHooks {
-  const refuse = refusals(development);
+  const refuse = refusals();
   const authenticate = authenticator(refuse);
   const refuseEmptyPathParameter = emptyPathParameterIsUnroutable(paths);
   const hooks = new Map<ContractOperation, readonly RequestHook[]>();
@@ -57,7 +55,7 @@ export function operationHooks(
     for (const operation of version.operations) {
       // An older version's refusals in its own words; the newest version's as they are.
       const migrate = older?.migratesResponses ? older.errorAnswers(operation.operationId) : undefined;
-      const refuseHere = migrate === undefined ? refuse : refusals(development, migrate);
+      const refuseHere = migrate === undefined ? refuse : refusals(migrate);
       const deprecation = versions.deprecations.get(operation);
       const onRequest: RequestHook[] = [];
       if (operation.path.includes('{')) onRequest.push(refuseEmptyPathParameter);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage, RequestListener, Server } from 'node:http';
 import type { FastifyHttpOptions, FastifyServerOptions } from 'fastify';
+import { nodeServerFactory } from '../http/node-server.js';
 import { clientErrorHandlerWith } from '../http/raw-answers.js';
 import { countUnparsable } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
@@ -27,6 +28,8 @@ type ValidatorFactory = NonNullable<
 const contractValidatorFactory = (() => compileValidator) as unknown as ValidatorFactory;
 
 export interface ServerSettings {
+  /** What runs before fastify sees a request, and decides whether it does (the overload guard). */
+  guard: (serve: RequestListener) => RequestListener;
   logger: NonNullable<FastifyServerOptions['logger']>;
   requestLog: RequestLog;
   trustProxy: boolean | string;
@@ -38,6 +41,7 @@ export interface ServerSettings {
 
 /** fastify's options: the request id, the log, the limits and timeouts, and the contract's compilers. */
 export function serverOptions({
+  guard,
   logger,
   requestLog,
   trustProxy,
@@ -46,7 +50,7 @@ export function serverOptions({
   metrics,
   frameworkErrors,
 }: ServerSettings): FastifyHttpOptions<Server> {
-  // HTTPS over Node's https server: the same request API, so the app keeps the HTTP server's types.
+  // The server is nodeServerFactory's; fastify is told of HTTPS only for the addresses it logs.
   const tls: object = https === undefined ? {} : { https };
   return {
     logger,
@@ -62,14 +66,7 @@ export function serverOptions({
     exposeHeadRoutes: false,
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
     return503OnClosing: false,
-    requestTimeout: connections.requestTimeoutMs,
-    http: {
-      headersTimeout: Math.min(5_000, connections.requestTimeoutMs),
-      // Node checks the timeouts above this often (default 30 s: too coarse to be a limit).
-      connectionsCheckingInterval: Math.min(1_000, connections.requestTimeoutMs / 4),
-      // The framing plugin answers a missing Host with an Error body; Node's answer has none.
-      requireHostHeader: false,
-    },
+    serverFactory: nodeServerFactory({ ...connections, https, guard }),
     clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
     frameworkErrors,
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather

@@ -1,4 +1,4 @@
-import { type IncomingMessage, type Server, ServerResponse } from 'node:http';
+import { type IncomingMessage, type RequestListener, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { closeLingering } from './lingering-close.js';
 
@@ -8,7 +8,7 @@ import { closeLingering } from './lingering-close.js';
  * handler answers it (a 405 or 404, or a 400 for a `host:port` target), counted and logged as
  * others are; then the connection closes, as Node reads no more HTTP on it.
  */
-export function serveConnectAsRequest(server: Server) {
+export function serveConnectAsRequest(listener: RequestListener) {
   return (request: IncomingMessage, socket: Socket): void => {
     // Node took its own listeners off the socket: a reset is no longer reported, nor worth reporting.
     socket.on('error', () => undefined);
@@ -19,6 +19,6 @@ export function serveConnectAsRequest(server: Server) {
     response.assignSocket(socket);
     // The response's 'close', which fastify and the metrics wait for, comes with the socket's.
     response.once('finish', () => closeLingering(socket));
-    server.emit('request', request, response);
+    listener(request, response);
   };
 }

@@ -1,10 +1,11 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
  * Whether more body than `limit()`, or a body of unknown length, may still be on its way: such a
- * request is refused with its connection closed (largeBodyToCome in plugins/errors.ts, and a shed
- * request in overload.ts, not yet routed).
+ * request is refused and its connection closed after the answer (closeAfterAnswer), rather than
+ * the rest read (largeBodyToCome in plugins/errors.ts, and a shed request in overload.ts, not yet
+ * routed).
  */
 export function moreBodyThan(request: IncomingMessage, limit: () => number): boolean {
   const { headers, complete } = request;
@@ -31,9 +32,12 @@ export function closeLingering(socket: Socket): void {
 }
 
 /**
- * Node closes a `Connection: close` connection with `destroySoon` once the answer is written, at
- * once; this socket closes lingering instead, while Node reads and drops what the client still sends.
+ * Closes the connection, lingering, once `response` is written. The answer does not say
+ * `Connection: close`: Node would then close the connection itself, at once, and a client still
+ * sending its body would be reset before it read the answer (HAProxy in front loses it too); Node
+ * offers no public way to linger instead. The client sees the connection end after the answer.
  */
-export function closeLingeringAfterAnswer(socket: Socket): void {
-  socket.destroySoon = () => closeLingering(socket);
+export function closeAfterAnswer(response: ServerResponse): void {
+  const { socket } = response.req;
+  response.once('finish', () => closeLingering(socket));
 }

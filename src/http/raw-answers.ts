@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type ErrorBody, errorBody } from '../domain/errors.js';
@@ -16,24 +16,39 @@ import { closeLingering } from './lingering-close.js';
  */
 const answeredBeforeItsBody = new WeakSet<Socket>();
 
-/** Watches every request that announces a body, on `server`, for an answer that comes before the body. */
-export function watchAnswersBeforeBody(server: Server): void {
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    const { headers } = request;
-    if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return;
-    const answered = () => {
-      if (request.complete) return;
-      answeredBeforeItsBody.add(request.socket);
-      request.once('end', () => answeredBeforeItsBody.delete(request.socket));
-    };
-    if (response.writableFinished) answered();
-    else response.once('finish', answered);
-  });
+/**
+ * Each connection's responses not yet finished, oldest first: Node writes them in that order, one
+ * at a time. Kept from the request listener (watchAnswers) rather than read from Node's socket,
+ * whose record of the response it is writing is not public.
+ */
+const unfinished = new WeakMap<Socket, ServerResponse[]>();
+
+/**
+ * Called by the server's request listener for every request (node-server.ts): keeps what an
+ * answer written on the raw socket must know of the answers already on their way.
+ */
+export function watchAnswers(request: IncomingMessage, response: ServerResponse): void {
+  const { socket } = request;
+  const responses = unfinished.get(socket);
+  if (responses === undefined) unfinished.set(socket, [response]);
+  else {
+    while (responses[0]?.writableFinished === true) responses.shift();
+    responses.push(response);
+  }
+  const { headers } = request;
+  if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return;
+  const answered = () => {
+    if (request.complete) return;
+    answeredBeforeItsBody.add(socket);
+    request.once('end', () => answeredBeforeItsBody.delete(socket));
+  };
+  if (response.writableFinished) answered();
+  else response.once('finish', answered);
 }
 
-/** Node's own handler reads this too: the response a connection is writing, if any. */
+/** The response a connection is writing, if any: the oldest not finished. */
 function responseOnItsWay(socket: Socket): ServerResponse | undefined {
-  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+  return unfinished.get(socket)?.find((response) => !response.writableFinished);
 }
 
 /**

@@ -79,7 +79,7 @@ export interface AuthLimits {
  * Authenticates as an `onRequest` hook, i.e. before the body is read or anything is validated:
  * a request without a valid key learns nothing of the schema and its body is never parsed.
  * A refusal is answered with `refuse`; a request that sends no well-formed key is refused with
- * no promise on the way (its failure counted at once in this process, or when Redis answers).
+ * no promise on the way but the failure limit's count.
  * Then the request is counted against its key's limit; a key already over it is refused before
  * it is looked up (KeyLimit.blocked).
  */

@@ -1,8 +1,7 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, type ErrorBody, type PreparedAnswer } from '../domain/errors.js';
-import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
+import { closeAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 import { recordFailure } from './request-log.js';
 import { describeValidation } from './validation-messages.js';
@@ -45,12 +44,15 @@ export function databaseUnavailable(): ApiError {
   });
 }
 
-/** Before a refusal from the headers: a body too large or of unknown length closes the connection. */
+/**
+ * Before a refusal from the headers: a body too large or of unknown length closes the connection,
+ * lingering, without the `Connection: close` fastify sets on a body it refuses (a 413), with which
+ * Node would close at once (closeAfterAnswer).
+ */
 function closeIfLargeBodyToCome(reply: FastifyReply): void {
-  if (largeBodyToCome(reply.request)) {
-    reply.header('connection', 'close');
-    closeLingeringAfterAnswer(reply.request.raw.socket);
-  }
+  if (!largeBodyToCome(reply.request)) return;
+  reply.removeHeader('connection');
+  closeAfterAnswer(reply.raw);
 }
 
 /** Sets the status and headers of an Error answer and returns its body. */
@@ -73,36 +75,25 @@ export function send(reply: FastifyReply, error: ApiError): FastifyReply {
 export type Refuse = (reply: FastifyReply, error: ApiError) => void;
 
 /**
- * Writes the refusal at once, its body and fixed headers prepared once per error
- * (ApiError.prepared), with the headers the hooks before set (request id, API and deprecation
- * headers, RateLimit). Fastify's error handler, serializer and onSend hooks are skipped: a refusal
- * must cost little, most of all while shedding. The onResponse hooks (metrics) and the log line
- * still run, on the response's 'finish'.
+ * Sends an answer prepared once (ApiError.prepared, or an older version's migration of it): a
+ * string with its Content-Type, which fastify neither serializes nor passes to preSerialization
+ * hooks. The onSend hooks (in `npm run dev`, the check of every response against the contract), the
+ * onResponse hooks (metrics) and the log line run as for any answer.
  */
-const writeRefusal: Refuse = (reply, error) => writeAnswer(reply, error.statusCode, error.prepared);
-
-function writeAnswer(reply: FastifyReply, status: number, { body, headers }: PreparedAnswer): void {
+function sendAnswer(reply: FastifyReply, status: number, { body, headers }: PreparedAnswer): void {
   closeIfLargeBodyToCome(reply);
-  // Whatever the hooks set is a valid header value: fastify would write the same object.
-  const all = Object.assign(reply.getHeaders(), headers) as OutgoingHttpHeaders;
-  reply.raw.writeHead(status, all).end(body);
+  void reply.code(status).headers(headers).send(body);
 }
 
 /** Turns an error of the newest version into an older version's answer (plugins/versioning.ts). */
 export type ErrorMigration = (error: ApiError) => MigratedAnswer;
 
-/**
- * How refusals are answered: written at once, or, with `throughSend`, sent like any other answer
- * (serializer, onSend hooks) for `npm run dev`, whose onSend hook checks every response against
- * the contract. An older version's refusal is written as `migrate` makes it (sent, it goes through
- * the route's preSerialization hook, which migrates it).
- */
-export function refusals(throughSend: boolean, migrate?: ErrorMigration): Refuse {
-  if (throughSend) return (reply, error) => void send(reply, error);
-  if (migrate === undefined) return writeRefusal;
+/** How refusals are answered: as they are, or, under an older version, as `migrate` makes them. */
+export function refusals(migrate?: ErrorMigration): Refuse {
+  if (migrate === undefined) return (reply, error) => sendAnswer(reply, error.statusCode, error.prepared);
   return (reply, error) => {
     const answer = migrate(error);
-    writeAnswer(reply, answer.status, answer);
+    sendAnswer(reply, answer.status, answer);
   };
 }
 

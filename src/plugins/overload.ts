@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -6,7 +6,7 @@ import { ApiError, type PreparedAnswer } from '../domain/errors.js';
 import { methodLabel } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { CounterSeries } from '../metrics/series.js';
-import { closeLingeringAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
+import { closeAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import type { OverloadSettings } from './settings.js';
 
 // Where scripts/contract-check/served.ts imports it from.
@@ -18,13 +18,18 @@ const EPISODE_QUIET_MS = 1_000;
 /** The operation label of shed requests: they are answered before any route is matched. */
 export const SHED = 'shed';
 
-export interface OverloadOptions {
+export interface ShedderOptions {
   settings: OverloadSettings;
   metrics?: Metrics | undefined;
   /** The request id of a shed request's answer, as fastify's genReqId gives it to others. */
   requestId: (request: IncomingMessage) => string;
   /** Past this, a shed request's body is not read: its connection is closed after the 503. */
   bodyLimit: number;
+}
+
+export interface OverloadOptions {
+  /** The guard given to the server (nodeServerFactory in http/node-server.ts), which this plugin completes. */
+  shedder: Shedder;
   /**
    * A shed request's answer when it is not the overload error as it is (`shedAnswer`): a deprecated
    * operation's carries its deprecation headers, an older version's is in that version's words.
@@ -38,8 +43,6 @@ export interface ShedAnswer {
   body: string;
   /** The last value is each request's id, written in just before writeHead, which copies the headers at once. */
   headers: string[];
-  /** The same, closing the connection: a body too large to read is on its way. */
-  closingHeaders: string[];
 }
 
 /** The shed answer of an error's prepared answer, with `extra` headers before its own. */
@@ -49,7 +52,6 @@ export function shedAnswer({ body, headers }: PreparedAnswer, extra: readonly st
     status,
     body,
     headers: [...own, 'x-content-type-options', 'nosniff', 'x-request-id', ''],
-    closingHeaders: [...own, 'x-content-type-options', 'nosniff', 'connection', 'close', 'x-request-id', ''],
   };
 }
 
@@ -183,104 +185,144 @@ class TurnWatch {
  * rule before issue 28) refused most of a burst that the server would have served in well under a
  * second.
  *
- * Hand-written: @fastify/under-pressure (9.x) compares the mean of an event-loop-delay histogram,
- * sampled every `sampleInterval`, in an onRequest hook after fastify has built the request, and
- * has no interval for a burst to drain within; toobusy-js smooths likewise and is unmaintained.
- * This decides per request within the very turn that runs long, before fastify does anything (the
- * server's request listener is wrapped): at twice the capacity a shed must cost far less than a
- * served request, or shedding cannot free the server. The answer's status line, headers and body
- * are prepared once; it is counted with two additions, and logged once per overload episode
+ * Hand-written rather than @fastify/under-pressure (docs/decisions.md): under-pressure compares the
+ * mean of an event-loop-delay histogram, sampled every `sampleInterval`, in an onRequest hook after
+ * fastify has built the request, and has no interval for a burst to drain within; toobusy-js
+ * smooths likewise and is unmaintained. This decides per request within the very turn that runs
+ * long, before fastify does anything: the server calls fastify's handler through `guard`
+ * (fastify's `serverFactory`, http/node-server.ts). At twice the capacity a shed must cost far less
+ * than a served request, or shedding cannot free the server. The answer's status line, headers and
+ * body are prepared once; it is counted with two additions, and logged once per overload episode
  * (start, and end with the count), not once per request.
+ *
+ * Made before fastify (the server is), and completed by the overload plugin, which gives it the
+ * app's log, the routes answered while shedding and the answers of each operation. Until then it
+ * sheds nothing.
  */
-async function overloadPlugin(
-  app: FastifyInstance,
-  { settings, metrics, requestId, bodyLimit, answerFor }: OverloadOptions,
-): Promise<void> {
-  if (settings.maxEventLoopDelayMs === 0) {
-    app.decorate('isUnderPressure', () => false);
-    return;
-  }
-  const answered = new Set<string>();
-  app.addHook('onRoute', (route) => {
-    if (route.config?.answerWhileShedding === true) answered.add(route.url);
-  });
-  const mayShed = (url: string) => {
-    const query = url.indexOf('?');
-    return !answered.has(query === -1 ? url : url.slice(0, query));
-  };
-
-  const overloaded = shedAnswer(overloadedError(settings).prepared);
-  const shedByMethod = new Map<string, CounterSeries>();
-  const countShed = (method: string) => {
-    let series = shedByMethod.get(method);
-    if (series === undefined) {
-      series = metrics?.requests.series({ method, operation: SHED, status: '503' });
-      if (series === undefined) return;
-      shedByMethod.set(method, series);
-    }
-    series.inc();
-    metrics?.rejected('overload');
-  };
-
-  let episode: { started: number; shed: number; lastShed: number } | undefined;
-  const watch = new LoopWatch(settings.sampleIntervalMs, settings.maxEventLoopDelayMs, settings.burstCpuMs, (now) => {
-    if (episode !== undefined && now - episode.lastShed > EPISODE_QUIET_MS) {
-      const { shed, started } = episode;
-      app.log.warn({ shed, durationMs: Math.round(now - started) }, 'overload over: requests shed with 503');
-      episode = undefined;
-    }
-  });
-  const turns = new TurnWatch();
+export class Shedder {
+  readonly #settings: OverloadSettings;
+  readonly #requestId: (request: IncomingMessage) => string;
+  readonly #bodyLimit: number;
+  readonly #overloaded: ShedAnswer;
+  readonly #countShed: (method: string) => void;
+  #answerFor: ((request: IncomingMessage) => ShedAnswer | undefined) | undefined;
+  #app: FastifyInstance | undefined;
+  /** The paths of routes answered while shedding (answerWhileShedding). */
+  readonly #answered = new Set<string>();
+  #episode: { started: number; shed: number; lastShed: number } | undefined;
+  #watch: LoopWatch | undefined;
+  readonly #turns = new TurnWatch();
   // Whether the loop has been behind longer than a burst, read once a turn: a CPU-time read is a
   // system call, and a turn's requests all waited alike.
-  let burstCheckedIn = -1;
-  let outlastedBurst = false;
-  const outlastsBurst = () => {
-    if (burstCheckedIn !== turns.turn) {
-      burstCheckedIn = turns.turn;
-      outlastedBurst = watch.outlastsBurst();
-    }
-    return outlastedBurst;
-  };
-  app.addHook('onClose', (_instance, done) => {
-    watch.stop();
-    done();
-  });
-  app.decorate('isUnderPressure', () => episode !== undefined);
+  #burstCheckedIn = -1;
+  #outlastedBurst = false;
 
-  const shed = (request: IncomingMessage, response: ServerResponse, now: number) => {
-    if (episode === undefined) {
-      episode = { started: now, shed: 0, lastShed: now };
-      app.log.warn({ maxEventLoopDelayMs: settings.maxEventLoopDelayMs }, 'overloaded: shedding requests with 503');
-    }
-    episode.shed += 1;
-    episode.lastShed = now;
-    countShed(methodLabel(request.method));
-    const closing = moreBodyThan(request, () => bodyLimit);
-    if (closing) closeLingeringAfterAnswer(request.socket);
-    const answer = answerFor?.(request) ?? overloaded;
-    const written = closing ? answer.closingHeaders : answer.headers;
-    written[written.length - 1] = requestId(request);
-    response.writeHead(answer.status, written).end(answer.body);
+  constructor({ settings, metrics, requestId, bodyLimit }: ShedderOptions) {
+    this.#settings = settings;
+    this.#requestId = requestId;
+    this.#bodyLimit = bodyLimit;
+    this.#overloaded = shedAnswer(overloadedError(settings).prepared);
+    const shedByMethod = new Map<string, CounterSeries>();
+    this.#countShed = (method) => {
+      let series = shedByMethod.get(method);
+      if (series === undefined) {
+        series = metrics?.requests.series({ method, operation: SHED, status: '503' });
+        if (series === undefined) return;
+        shedByMethod.set(method, series);
+      }
+      series.inc();
+      metrics?.rejected('overload');
+    };
+  }
+
+  /** Whether an overload episode is on: a request was shed within the last second. */
+  get underPressure(): boolean {
+    return this.#episode !== undefined;
+  }
+
+  /** Completes the shedder with the app it guards (the overload plugin); it sheds from now on. */
+  attach(app: FastifyInstance, answerFor: OverloadOptions['answerFor']): void {
+    const settings = this.#settings;
+    if (settings.maxEventLoopDelayMs === 0) return;
+    this.#app = app;
+    this.#answerFor = answerFor;
+    app.addHook('onRoute', (route) => {
+      if (route.config?.answerWhileShedding === true) this.#answered.add(route.url);
+    });
+    const watch = new LoopWatch(settings.sampleIntervalMs, settings.maxEventLoopDelayMs, settings.burstCpuMs, (now) => {
+      if (this.#episode !== undefined && now - this.#episode.lastShed > EPISODE_QUIET_MS) {
+        const { shed, started } = this.#episode;
+        app.log.warn({ shed, durationMs: Math.round(now - started) }, 'overload over: requests shed with 503');
+        this.#episode = undefined;
+      }
+    });
+    this.#watch = watch;
+    app.addHook('onClose', (_instance, done) => {
+      watch.stop();
+      done();
+    });
+  }
+
+  /** fastify's handler behind the shed check: what the server calls for every request. */
+  readonly guard = (serve: RequestListener): RequestListener => {
+    if (this.#settings.maxEventLoopDelayMs === 0) return serve;
+    const { maxEventLoopDelayMs } = this.#settings;
+    const turns = this.#turns;
+    return (request, response) => {
+      const watch = this.#watch;
+      // Not yet attached (no plugin registered): nothing is shed.
+      if (watch === undefined) {
+        serve(request, response);
+        return;
+      }
+      // While the loop keeps up, a clock read, a few comparisons and a setImmediate per loop turn
+      // are all a request pays; a CPU-time read a turn is added while requests wait past the target.
+      const now = performance.now();
+      const late = turns.waited(now) > maxEventLoopDelayMs || watch.late(now);
+      // CoDel: once a queue has stood longer than a burst, shed what waits past the target until a
+      // second passes without a shed; before that, serve it: a burst drains.
+      if (late && (this.#episode !== undefined || this.#outlastsBurst(watch)) && this.#mayShed(request.url ?? '')) {
+        this.#shed(request, response, now);
+      } else serve(request, response);
+    };
   };
 
-  // Swapped rather than built with fastify's serverFactory, which would leave it to this plugin
-  // to make the HTTP or HTTPS server with fastify's timeouts and options.
-  const { server } = app;
-  const [serve] = server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
-  if (serve === undefined) throw new Error('overload: the server has no request listener to guard');
-  server.removeListener('request', serve);
-  server.on('request', function shedOrServe(request: IncomingMessage, response: ServerResponse) {
-    // While the loop keeps up, a clock read, a few comparisons and a setImmediate per loop turn
-    // are all a request pays; a CPU-time read a turn is added while requests wait past the target.
-    const now = performance.now();
-    const late = turns.waited(now) > settings.maxEventLoopDelayMs || watch.late(now);
-    // CoDel: once a queue has stood longer than a burst, shed what waits past the target until a
-    // second passes without a shed; before that, serve it: a burst drains.
-    if (late && (episode !== undefined || outlastsBurst()) && mayShed(request.url ?? '')) {
-      shed(request, response, now);
-    } else serve(request, response);
-  });
+  #outlastsBurst(watch: LoopWatch): boolean {
+    if (this.#burstCheckedIn !== this.#turns.turn) {
+      this.#burstCheckedIn = this.#turns.turn;
+      this.#outlastedBurst = watch.outlastsBurst();
+    }
+    return this.#outlastedBurst;
+  }
+
+  #mayShed(url: string): boolean {
+    const query = url.indexOf('?');
+    return !this.#answered.has(query === -1 ? url : url.slice(0, query));
+  }
+
+  #shed(request: IncomingMessage, response: ServerResponse, now: number): void {
+    if (this.#episode === undefined) {
+      this.#episode = { started: now, shed: 0, lastShed: now };
+      this.#app?.log.warn(
+        { maxEventLoopDelayMs: this.#settings.maxEventLoopDelayMs },
+        'overloaded: shedding requests with 503',
+      );
+    }
+    this.#episode.shed += 1;
+    this.#episode.lastShed = now;
+    this.#countShed(methodLabel(request.method));
+    if (moreBodyThan(request, () => this.#bodyLimit)) closeAfterAnswer(response);
+    const answer = this.#answerFor?.(request) ?? this.#overloaded;
+    const { headers } = answer;
+    headers[headers.length - 1] = this.#requestId(request);
+    response.writeHead(answer.status, headers).end(answer.body);
+  }
+}
+
+/** Completes the shedder (see Shedder) and tells the app whether it is under pressure (/readyz). */
+async function overloadPlugin(app: FastifyInstance, { shedder, answerFor }: OverloadOptions): Promise<void> {
+  shedder.attach(app, answerFor);
+  app.decorate('isUnderPressure', () => shedder.underPressure);
 }
 
 export default fp(overloadPlugin, { name: 'overload' });

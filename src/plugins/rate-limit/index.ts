@@ -1,18 +1,14 @@
+import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ApiError } from '../../domain/errors.js';
-import { type Counted, type CountingStore, InProcessStore, RedisStore } from './stores.js';
 import { connectRedis, RedisAvailability, redisLocation } from './redis.js';
 import { LimitLog } from '../request-log.js';
 import type { KeyHash, Principal } from '../../storage/types.js';
 import type { RateLimitSettings } from '../settings.js';
 
-/**
- * Counts a request under `key` in `store` and calls `then` with the count: at once for the
- * in-memory store, when Redis answers for the shared one; undefined when it could not be counted
- * (Redis down): the limit fails open.
- */
-type Count = (store: CountingStore, key: string, then: (counted: Counted | undefined) => void) => void;
+/** @fastify/rate-limit's check of one limit: counts `request` under its key (`createRateLimit`). */
+type LimitCheck = ReturnType<FastifyInstance['createRateLimit']>;
 
 const WINDOW_MS = 60_000;
 
@@ -25,7 +21,7 @@ export const REDIS_KEY_PREFIX = 'petstore-ratelimit-';
 
 /**
  * Counts a request against a limit, then answers: with the refusal to send when over it (a 429),
- * undefined otherwise. At once when counted in this process.
+ * undefined otherwise, once @fastify/rate-limit has counted it.
  */
 export type FailureLimit = (
   request: FastifyRequest,
@@ -84,37 +80,43 @@ function refusals(max: number): (seconds: number) => ApiError {
 type LimitAnswer = (refusal: ApiError | undefined, resetAt?: number) => void;
 
 /**
- * A limit's check: counts the request under `keyOf(request)`, sets the RateLimit headers and
- * answers with the 429 to send when over the limit. The stores are called directly, with a callback
- * that the in-memory one answers at once: @fastify/rate-limit's createRateLimit wraps every count in
- * three promises, five times the cost of a count in process (BENCHMARKS.md).
+ * A limit's check: counts the request with @fastify/rate-limit, sets the RateLimit headers and
+ * answers with the 429 to send when over the limit, in the contract's Error body. A request that
+ * cannot be counted (Redis down) is let through: the limit fails open, and `availability` logs the
+ * outage once.
  */
 function limitCheck(
-  count: Count,
-  store: CountingStore,
+  check: LimitCheck,
   max: number,
-  keyOf: (request: FastifyRequest) => string,
+  availability: RedisAvailability | undefined,
   refusal = refusals(max),
 ): (request: FastifyRequest, reply: FastifyReply, answer: LimitAnswer) => void {
   const limit = String(max);
   return (request, reply, answer) => {
-    count(store, keyOf(request), (counted) => {
-      if (counted === undefined) {
+    check(request).then(
+      (counted) => {
+        availability?.answered();
+        // No allow list is configured, so every request is counted.
+        if (counted.isAllowed) {
+          answer(undefined);
+          return;
+        }
+        if (counted.isExceeded) {
+          answer(refusal(counted.ttlInSeconds), Date.now() + counted.ttl);
+          return;
+        }
+        reply.headers({
+          'ratelimit-limit': limit,
+          'ratelimit-remaining': String(counted.remaining),
+          'ratelimit-reset': String(counted.ttlInSeconds),
+        });
         answer(undefined);
-        return;
-      }
-      const seconds = Math.ceil(counted.ttl / 1000);
-      if (counted.current > max) {
-        answer(refusal(seconds), Date.now() + counted.ttl);
-        return;
-      }
-      reply.headers({
-        'ratelimit-limit': limit,
-        'ratelimit-remaining': String(max - counted.current),
-        'ratelimit-reset': String(seconds),
-      });
-      answer(undefined);
-    });
+      },
+      (error: unknown) => {
+        availability?.failed(error instanceof Error ? error : new Error(String(error)));
+        answer(undefined);
+      },
+    );
   };
 }
 
@@ -157,49 +159,79 @@ class BlockedKeys {
   }
 }
 
-const countInProcess: Count = (store, key, then) => store.count(key, WINDOW_MS, (_error, counted) => then(counted));
-
-/** Counting in Redis: a request that cannot be counted is let through, and the outage logged once. */
-async function sharedCount(app: FastifyInstance, redis: Redis): Promise<Count> {
-  const availability = new RedisAvailability(app.log, redisLocation(redis)).watch(redis);
-  await connectRedis(redis);
-  return (store, key, then) =>
-    store.count(key, WINDOW_MS, (error, counted) => {
-      if (error === undefined && counted !== undefined) {
-        availability.answered();
-        then(counted);
-      } else {
-        availability.failed(error ?? new Error('Redis gave no count'));
-        then(undefined);
-      }
+/**
+ * One limit counted by @fastify/rate-limit: registered in a scope of its own (so each limit has its
+ * store, its maximum and its key), adding no hook to any route; the key is `keyOf(request)`, in
+ * Redis behind REDIS_KEY_PREFIX.
+ */
+async function counter(
+  app: FastifyInstance,
+  max: number,
+  keyOf: (request: FastifyRequest) => string,
+  redis: Redis | undefined,
+): Promise<LimitCheck> {
+  let check: LimitCheck | undefined;
+  await app.register(async (scope) => {
+    await scope.register(fastifyRateLimit, {
+      global: false,
+      max,
+      timeWindow: WINDOW_MS,
+      keyGenerator: keyOf,
+      // Errors reach limitCheck, which fails open and logs the outage.
+      skipOnError: false,
+      ...(redis !== undefined && { redis, nameSpace: REDIS_KEY_PREFIX }),
     });
+    check = scope.createRateLimit();
+  });
+  if (check === undefined) throw new Error('@fastify/rate-limit gave no check');
+  return check;
 }
 
 /**
- * The two limits, each with a store of its own. With a Redis client, every instance using that
- * Redis counts together; without one, each process counts alone (in memory).
+ * The two limits, each counted by @fastify/rate-limit in a store of its own. With a Redis client,
+ * every instance using that Redis counts together; without one, each process counts alone (in
+ * memory, the 5,000 most recent keys).
  */
 export async function rateLimits(
   app: FastifyInstance,
   settings: RateLimitSettings,
   redis?: Redis,
 ): Promise<RateLimits> {
-  const newStore = (): CountingStore =>
-    redis === undefined ? new InProcessStore() : new RedisStore(redis, REDIS_KEY_PREFIX);
-  const count = redis === undefined ? countInProcess : await sharedCount(app, redis);
+  let availability: RedisAvailability | undefined;
+  if (redis !== undefined) {
+    availability = new RedisAvailability(app.log, redisLocation(redis)).watch(redis);
+    await connectRedis(redis);
+  }
   const { perMinute, authFailuresPerMinute } = settings;
-  return {
-    perKey: perMinute > 0 ? keyLimit(count, newStore(), perMinute, new LimitLog(app.log, 'per key')) : undefined,
-    authFailure:
-      authFailuresPerMinute > 0
-        ? failureLimit(count, newStore(), authFailuresPerMinute, new LimitLog(app.log, 'failed authentications'))
-        : undefined,
-  };
+  const perKey =
+    perMinute > 0
+      ? keyLimit(
+          await counter(app, perMinute, (request) => `key:${request.principal?.keyId}`, redis),
+          perMinute,
+          availability,
+          new LimitLog(app.log, 'per key'),
+        )
+      : undefined;
+  const authFailure =
+    authFailuresPerMinute > 0
+      ? failureLimit(
+          await counter(app, authFailuresPerMinute, (request) => `ip:${request.ip}`, redis),
+          authFailuresPerMinute,
+          availability,
+          new LimitLog(app.log, 'failed authentications'),
+        )
+      : undefined;
+  return { perKey, authFailure };
 }
 
-function keyLimit(count: Count, store: CountingStore, max: number, log: LimitLog): KeyLimit {
+function keyLimit(
+  counted: LimitCheck,
+  max: number,
+  availability: RedisAvailability | undefined,
+  log: LimitLog,
+): KeyLimit {
   const refusal = refusals(max);
-  const check = limitCheck(count, store, max, (request) => `key:${request.principal?.keyId}`, refusal);
+  const check = limitCheck(counted, max, availability, refusal);
   const blocked = new BlockedKeys(refusal);
   const logRefusal = (request: FastifyRequest, { keyId }: Principal, resetAt: number) =>
     log.refused(request, String(keyId), { keyId }, resetAt);
@@ -222,8 +254,13 @@ function keyLimit(count: Count, store: CountingStore, max: number, log: LimitLog
   };
 }
 
-function failureLimit(count: Count, store: CountingStore, max: number, log: LimitLog): FailureLimit {
-  const check = limitCheck(count, store, max, (request) => `ip:${request.ip}`);
+function failureLimit(
+  counted: LimitCheck,
+  max: number,
+  availability: RedisAvailability | undefined,
+  log: LimitLog,
+): FailureLimit {
+  const check = limitCheck(counted, max, availability);
   return (request, reply, answer) =>
     check(request, reply, (refusal, resetAt) => {
       if (resetAt !== undefined) log.refused(request, request.ip, { client: request.ip }, resetAt);
