@@ -172,7 +172,7 @@ const breakingChanges: { name: string; edit: (document: Document) => void; expec
     name: "a response field's type changed",
     edit: (document) => document.setIn(['components', 'schemas', 'Pet', 'properties', 'categoryId', 'type'], 'string'),
     expected:
-      /Type of `categoryId` widened from 'integer' to 'string'\. \[schema-type-changed\] \(GET \/pets responses\/200\/content\/application\/json\/schema\/items\/properties\/categoryId/,
+      /Type of `categoryId` widened from 'integer' to 'string'\. \[schema-type-changed\] \(GET \/pets responses\/200\/content\/application\/json\/schema\/properties\/data\/items\/properties\/categoryId/,
   },
   {
     name: 'an operation made public',
