@@ -167,7 +167,9 @@ function everyOperationOf(contract: Contract): void {
           `${operation.operationId} with Transfer-Encoding ${transferEncoding.join(' + ')}`,
         );
         t.equal(answer.json<ErrorBody>().code, 'not_implemented');
-        t.equal(answer.headers.connection, 'close', 'the body is not read: the connection is closed');
+        // rawExchange resolves only once the server has ended the connection: the body is not read.
+        // (Without `Connection: close`, which would make Node reset a client still sending:
+        // docs/decisions.md, "Lingering after a refusal".)
       }
     }
     // RFC 9112 6.3: a last coding other than chunked, or chunked twice, leaves the length unknown.
