@@ -1,4 +1,5 @@
 import type { ApiVersion } from './change.js';
+import { eventsByVersion } from './changes/events-by-version.js';
 import { getPetRemoved } from './changes/get-pet-removed.js';
 import { listEnvelopes } from './changes/list-envelopes.js';
 import { idempotencyKeyRequired } from './changes/idempotency-key-required.js';
@@ -17,5 +18,8 @@ import { problemDetails } from './changes/problem-details.js';
  */
 export const API_VERSIONS: readonly ApiVersion[] = [
   { major: 1, changes: [] },
-  { major: 2, changes: [getPetRemoved, problemDetails, listEnvelopes, petTimestamps, idempotencyKeyRequired] },
+  {
+    major: 2,
+    changes: [getPetRemoved, problemDetails, listEnvelopes, petTimestamps, idempotencyKeyRequired, eventsByVersion],
+  },
 ];

@@ -16,6 +16,7 @@ export const operations = {
       "items": "data",
       "next": "nextCursor"
     },
+    "problem": true,
     "etag": "sometimes"
   },
   "createPet": {
@@ -24,18 +25,21 @@ export const operations = {
     "requestMediaType": "application/json",
     "safeToResend": true,
     "idempotencyKey": true,
+    "problem": true,
     "etag": "always"
   },
   "deletePet": {
     "method": "DELETE",
     "path": "/pets/{petId}",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   },
   "updatePet": {
     "method": "PATCH",
     "path": "/pets/{petId}",
     "requestMediaType": "application/merge-patch+json",
     "safeToResend": false,
+    "problem": true,
     "etag": "always"
   },
   "listOrders": {
@@ -46,67 +50,79 @@ export const operations = {
     "envelope": {
       "items": "data",
       "next": "nextCursor"
-    }
+    },
+    "problem": true
   },
   "placeOrder": {
     "method": "POST",
     "path": "/store/orders",
     "requestMediaType": "application/json",
     "safeToResend": true,
-    "idempotencyKey": true
+    "idempotencyKey": true,
+    "problem": true
   },
   "getOrder": {
     "method": "GET",
     "path": "/store/orders/{orderId}",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   },
   "updateOrder": {
     "method": "PATCH",
     "path": "/store/orders/{orderId}",
     "requestMediaType": "application/merge-patch+json",
-    "safeToResend": false
+    "safeToResend": false,
+    "problem": true
   },
   "listWebhooks": {
     "method": "GET",
     "path": "/webhooks",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   },
   "createWebhook": {
     "method": "POST",
     "path": "/webhooks",
     "requestMediaType": "application/json",
-    "safeToResend": false
+    "safeToResend": false,
+    "problem": true
   },
   "getWebhook": {
     "method": "GET",
     "path": "/webhooks/{webhookId}",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   },
   "deleteWebhook": {
     "method": "DELETE",
     "path": "/webhooks/{webhookId}",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   },
   "updateWebhook": {
     "method": "PATCH",
     "path": "/webhooks/{webhookId}",
     "requestMediaType": "application/merge-patch+json",
-    "safeToResend": false
+    "safeToResend": false,
+    "problem": true
   },
   "testWebhook": {
     "method": "POST",
     "path": "/webhooks/{webhookId}/test",
-    "safeToResend": false
+    "safeToResend": false,
+    "problem": true
   },
   "rotateWebhookSecret": {
     "method": "POST",
     "path": "/webhooks/{webhookId}/secret",
-    "safeToResend": false
+    "safeToResend": false,
+    "problem": true
   },
   "listWebhookDeliveries": {
     "method": "GET",
     "path": "/webhooks/{webhookId}/deliveries",
-    "safeToResend": true
+    "safeToResend": true,
+    "problem": true
   }
 } as const;
 
@@ -242,6 +258,9 @@ export interface OperationDocs {
    * naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
    * more is a `409` `webhook_limit_reached`.
    *
+   * `apiVersion` is the API version of the payloads it receives: `v2` (these) unless it names
+   * `v1`.
+   *
    * `POST /webhooks`; scope `webhooks:manage`
    */
   createWebhook: 'createWebhook';
@@ -265,7 +284,8 @@ export interface OperationDocs {
   /**
    * Change a webhook endpoint
    *
-   * Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+   * Changes the endpoint's `url`, `events`, `enabled` or `apiVersion` (the version of the
+   * payloads it receives from its next delivery on), with a JSON merge patch
    * (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
    * or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
    * checked as at creation. The key must hold the scope of every kind the endpoint is

@@ -169,6 +169,9 @@ export interface paths {
          *     `pet.*`, `orders:read` for `order.*`): a key without it gets `403` `insufficient_scope`
          *     naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
          *     more is a `409` `webhook_limit_reached`.
+         *
+         *     `apiVersion` is the API version of the payloads it receives: `v2` (these) unless it names
+         *     `v1`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -201,7 +204,8 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook endpoint
-         * @description Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+         * @description Changes the endpoint's `url`, `events`, `enabled` or `apiVersion` (the version of the
+         *     payloads it receives from its next delivery on), with a JSON merge patch
          *     (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
          *     or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
          *     checked as at creation. The key must hold the scope of every kind the endpoint is
@@ -473,16 +477,28 @@ export interface components {
         WebhookUrl: string;
         /** @description The event types the endpoint receives, each once. */
         WebhookEvents: components["schemas"]["EventType"][];
+        /**
+         * @description The API version whose event payloads the endpoint receives: `v2`'s are the ones described
+         *     under `webhooks` here; a `v1` endpoint receives v1's (`/v1/openapi.json`), the same events
+         *     migrated down for it, each signed over exactly the bytes sent. An endpoint made through
+         *     `/v2` is `v2` unless its create names another; one made through `/v1`, and every endpoint
+         *     made before v2, is `v1`. `PATCH` changes it: the next delivery is in the new version.
+         * @enum {string}
+         */
+        WebhookApiVersion: "v1" | "v2";
         /** @description An endpoint to subscribe. */
         NewWebhookEndpoint: {
             url: components["schemas"]["WebhookUrl"];
             events: components["schemas"]["WebhookEvents"];
+            /** @default v2 */
+            apiVersion?: components["schemas"]["WebhookApiVersion"];
         };
         /** @description A JSON merge patch of an endpoint (RFC 7396); at least one field. */
         WebhookEndpointPatch: {
             url?: components["schemas"]["WebhookUrl"];
             events?: components["schemas"]["WebhookEvents"];
             enabled?: boolean;
+            apiVersion?: components["schemas"]["WebhookApiVersion"];
         };
         /** @description An endpoint subscribed to events. Its secret is shown only when issued. */
         WebhookEndpoint: {
@@ -495,6 +511,7 @@ export interface components {
             events: components["schemas"]["WebhookEvents"];
             /** @description False while nothing is sent to it (see `disabledReason`). */
             enabled: boolean;
+            apiVersion: components["schemas"]["WebhookApiVersion"];
             /**
              * @description Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
              *     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -522,6 +539,7 @@ export interface components {
             url: components["schemas"]["WebhookEndpoint"]["url"];
             events: components["schemas"]["WebhookEndpoint"]["events"];
             enabled: components["schemas"]["WebhookEndpoint"]["enabled"];
+            apiVersion: components["schemas"]["WebhookEndpoint"]["apiVersion"];
             disabledReason?: components["schemas"]["WebhookEndpoint"]["disabledReason"];
             createdAt: components["schemas"]["WebhookEndpoint"]["createdAt"];
             updatedAt: components["schemas"]["WebhookEndpoint"]["updatedAt"];

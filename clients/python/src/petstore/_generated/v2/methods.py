@@ -363,6 +363,9 @@ class Petstore(SyncClient):
         naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
         more is a `409` `webhook_limit_reached`.
 
+        `apiVersion` is the API version of the payloads it receives: `v2` (these) unless it names
+        `v1`.
+
         ``POST /webhooks``; scope ``webhooks:manage``.
 
         Raises:
@@ -432,7 +435,8 @@ class Petstore(SyncClient):
     ) -> Result[WebhookEndpoint, str | None]:
         """Change a webhook endpoint
 
-        Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+        Changes the endpoint's `url`, `events`, `enabled` or `apiVersion` (the version of the
+        payloads it receives from its next delivery on), with a JSON merge patch
         (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
         or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
         checked as at creation. The key must hold the scope of every kind the endpoint is
@@ -868,6 +872,9 @@ class AsyncPetstore(AsyncClient):
         naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
         more is a `409` `webhook_limit_reached`.
 
+        `apiVersion` is the API version of the payloads it receives: `v2` (these) unless it names
+        `v1`.
+
         ``POST /webhooks``; scope ``webhooks:manage``.
 
         Raises:
@@ -937,7 +944,8 @@ class AsyncPetstore(AsyncClient):
     ) -> Result[WebhookEndpoint, str | None]:
         """Change a webhook endpoint
 
-        Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+        Changes the endpoint's `url`, `events`, `enabled` or `apiVersion` (the version of the
+        payloads it receives from its next delivery on), with a JSON merge patch
         (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
         or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
         checked as at creation. The key must hold the scope of every kind the endpoint is

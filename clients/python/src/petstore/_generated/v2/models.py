@@ -139,6 +139,15 @@ EventType: TypeAlias = Literal["pet.created", "pet.updated", "pet.deleted", "ord
 """The kinds of event an endpoint can subscribe to (`webhooks` lists each payload)."""
 
 
+WebhookApiVersion: TypeAlias = Literal["v1", "v2"]
+"""The API version whose event payloads the endpoint receives: `v2`'s are the ones described
+under `webhooks` here; a `v1` endpoint receives v1's (`/v1/openapi.json`), the same events
+migrated down for it, each signed over exactly the bytes sent. An endpoint made through
+`/v2` is `v2` unless its create names another; one made through `/v1`, and every endpoint
+made before v2, is `v1`. `PATCH` changes it: the next delivery is in the new version.
+"""
+
+
 class WebhookEndpoint(BaseModel):
     """An endpoint subscribed to events. Its secret is shown only when issued."""
 
@@ -150,6 +159,7 @@ class WebhookEndpoint(BaseModel):
     events: list[EventType]
     enabled: bool
     """False while nothing is sent to it (see `disabledReason`)."""
+    api_version: WebhookApiVersion = Field(validation_alias="apiVersion", serialization_alias="apiVersion")
     disabled_reason: str | None = Field(default=None, validation_alias="disabledReason", serialization_alias="disabledReason")
     """Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -179,6 +189,7 @@ class NewWebhookEndpoint(BaseModel):
 
     url: str
     events: list[EventType]
+    api_version: WebhookApiVersion | None = Field(default=None, validation_alias="apiVersion", serialization_alias="apiVersion")
 
 
 class WebhookEndpointWithSecret(BaseModel):
@@ -192,6 +203,7 @@ class WebhookEndpointWithSecret(BaseModel):
     events: list[EventType]
     enabled: bool
     """False while nothing is sent to it (see `disabledReason`)."""
+    api_version: WebhookApiVersion = Field(validation_alias="apiVersion", serialization_alias="apiVersion")
     disabled_reason: str | None = Field(default=None, validation_alias="disabledReason", serialization_alias="disabledReason")
     """Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -215,6 +227,7 @@ class WebhookEndpointPatch(BaseModel):
     url: str | None = None
     events: list[EventType] | None = None
     enabled: bool | None = None
+    api_version: WebhookApiVersion | None = Field(default=None, validation_alias="apiVersion", serialization_alias="apiVersion")
 
 
 class WebhookEventQueued(BaseModel):
@@ -474,6 +487,7 @@ __all__ = [
     "WebhookEndpointPage",
     "WebhookEndpoint",
     "EventType",
+    "WebhookApiVersion",
     "NewWebhookEndpoint",
     "WebhookEndpointWithSecret",
     "WebhookEndpointPatch",

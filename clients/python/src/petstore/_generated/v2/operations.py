@@ -22,6 +22,7 @@ LIST_PETS = Operation(
     cursor="cursor",
     envelope_items="data",
     envelope_next="nextCursor",
+    problem=True,
 )
 
 CreatePetErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "request_timeout", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -33,6 +34,7 @@ CREATE_PET = Operation(
     request_media_type="application/json",
     safe_to_resend=True,
     idempotency_key=True,
+    problem=True,
 )
 
 DeletePetErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "pet_on_order", "precondition_failed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -42,6 +44,7 @@ DELETE_PET = Operation(
     path="/pets/{petId}",
     error_codes=frozenset(get_args(DeletePetErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 UpdatePetErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "request_timeout", "invalid_transition", "pet_on_order", "precondition_failed", "payload_too_large", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -52,6 +55,7 @@ UPDATE_PET = Operation(
     error_codes=frozenset(get_args(UpdatePetErrorCode)),
     request_media_type="application/merge-patch+json",
     safe_to_resend=False,
+    problem=True,
 )
 
 ListOrdersErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -64,6 +68,7 @@ LIST_ORDERS = Operation(
     cursor="cursor",
     envelope_items="data",
     envelope_next="nextCursor",
+    problem=True,
 )
 
 PlaceOrderErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "method_not_allowed", "request_timeout", "pet_not_available", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -75,6 +80,7 @@ PLACE_ORDER = Operation(
     request_media_type="application/json",
     safe_to_resend=True,
     idempotency_key=True,
+    problem=True,
 )
 
 GetOrderErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -84,6 +90,7 @@ GET_ORDER = Operation(
     path="/store/orders/{orderId}",
     error_codes=frozenset(get_args(GetOrderErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 UpdateOrderErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "request_timeout", "invalid_transition", "payload_too_large", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -94,6 +101,7 @@ UPDATE_ORDER = Operation(
     error_codes=frozenset(get_args(UpdateOrderErrorCode)),
     request_media_type="application/merge-patch+json",
     safe_to_resend=False,
+    problem=True,
 )
 
 ListWebhooksErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -103,6 +111,7 @@ LIST_WEBHOOKS = Operation(
     path="/webhooks",
     error_codes=frozenset(get_args(ListWebhooksErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 CreateWebhookErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "webhook_url_refused", "unauthorized", "insufficient_scope", "method_not_allowed", "request_timeout", "webhook_limit_reached", "payload_too_large", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -113,6 +122,7 @@ CREATE_WEBHOOK = Operation(
     error_codes=frozenset(get_args(CreateWebhookErrorCode)),
     request_media_type="application/json",
     safe_to_resend=False,
+    problem=True,
 )
 
 GetWebhookErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -122,6 +132,7 @@ GET_WEBHOOK = Operation(
     path="/webhooks/{webhookId}",
     error_codes=frozenset(get_args(GetWebhookErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 DeleteWebhookErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -131,6 +142,7 @@ DELETE_WEBHOOK = Operation(
     path="/webhooks/{webhookId}",
     error_codes=frozenset(get_args(DeleteWebhookErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 UpdateWebhookErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "webhook_url_refused", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "request_timeout", "payload_too_large", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -141,6 +153,7 @@ UPDATE_WEBHOOK = Operation(
     error_codes=frozenset(get_args(UpdateWebhookErrorCode)),
     request_media_type="application/merge-patch+json",
     safe_to_resend=False,
+    problem=True,
 )
 
 TestWebhookErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "webhook_disabled", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -150,6 +163,7 @@ TEST_WEBHOOK = Operation(
     path="/webhooks/{webhookId}/test",
     error_codes=frozenset(get_args(TestWebhookErrorCode)),
     safe_to_resend=False,
+    problem=True,
 )
 
 RotateWebhookSecretErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -159,6 +173,7 @@ ROTATE_WEBHOOK_SECRET = Operation(
     path="/webhooks/{webhookId}/secret",
     error_codes=frozenset(get_args(RotateWebhookSecretErrorCode)),
     safe_to_resend=False,
+    problem=True,
 )
 
 ListWebhookDeliveriesErrorCode: TypeAlias = Literal["invalid_request", "unauthorized", "insufficient_scope", "not_found", "method_not_allowed", "unsupported_media_type", "rate_limited", "internal_error", "not_implemented", "service_unavailable"]
@@ -168,6 +183,7 @@ LIST_WEBHOOK_DELIVERIES = Operation(
     path="/webhooks/{webhookId}/deliveries",
     error_codes=frozenset(get_args(ListWebhookDeliveriesErrorCode)),
     safe_to_resend=True,
+    problem=True,
 )
 
 
