@@ -1,4 +1,4 @@
-import type { FastifyInstance, preParsingHookHandler, RouteOptions } from 'fastify';
+import { errorCodes, type FastifyInstance, type preParsingHookHandler, type RouteOptions } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Contract } from '../contract/document.js';
 import type { WebhookSettings } from '../events/settings.js';
@@ -92,6 +92,14 @@ export async function versionRoutes(
   api.addHook('onRoute', keyJsonSchemasByBody);
   api.addHook('onRoute', validateEveryQueryString);
   if (responseCheck !== undefined) api.addHook('onSend', responseCheck);
+  // The glue warns, at every start, of a missing parser for each media type the contract names,
+  // answers' included. A problem detail is only ever answered: a request sent in that type is
+  // refused (preParsing) as any type its operation does not take, so this parser is never reached.
+  if (!api.hasContentTypeParser(PROBLEM_MEDIA_TYPE)) {
+    api.addContentTypeParser(PROBLEM_MEDIA_TYPE, (_request, _payload, done) => {
+      done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(PROBLEM_MEDIA_TYPE), undefined);
+    });
+  }
   await api.register(openapiGlue, {
     specification: version.dereferenced,
     prefix: version.basePath,
