@@ -12,7 +12,7 @@ import { checkHandlers } from './handlers.js';
 import { checkLint } from './lint.js';
 import { checkDeprecations, checkEventScopes, checkScopes } from './operations.js';
 import { checkRelease } from './release.js';
-import { checkResponses, loadUnreachedResponses } from './responses.js';
+import { checkServedResponses, loadUnreachedResponses } from './responses.js';
 import { checkServed } from './served.js';
 import { checkVersionChanges } from './versions.js';
 import { VersionChain } from '../../src/versions/chain.js';
@@ -58,7 +58,7 @@ async function responsesCheck(root: string, contract: Contract, responseLog: str
   const log = existsSync(responseLog) ? readFileSync(responseLog, 'utf8') : undefined;
   const unreached = loadUnreachedResponses(root);
   const { olderContracts } = await servedContracts(root);
-  return [contract, ...olderContracts].flatMap((served) => checkResponses(served, log, unreached));
+  return checkServedResponses([contract, ...olderContracts], log, unreached);
 }
 
 export async function contractCheck(root: string, { responseLog }: CheckOptions = {}): Promise<CheckResult[]> {

@@ -174,3 +174,33 @@ export function checkResponses(contract: Contract, log: string | undefined, unre
   }
   return [...drifts, ...unlistedCodes(contract, seen)];
 }
+
+/**
+ * The responses of every version served, each held to its own contract: an entry of
+ * contracts/unreached-responses.json counts for the versions that document it (an operation one
+ * version has and another has not, say), and must be documented by at least one.
+ */
+export function checkServedResponses(
+  served: readonly Contract[],
+  log: string | undefined,
+  unreached: UnreachedResponse[],
+): Drift[] {
+  const keyOf = ({ operationId, status }: { operationId: string; status: string }) => `${operationId} ${status}`;
+  const documentedBy = served.map((contract) => new Set(documentedResponses(contract).map(keyOf)));
+  const drifts = served.flatMap((contract, index) =>
+    checkResponses(
+      contract,
+      log,
+      unreached.filter((entry) => documentedBy[index]?.has(keyOf(entry)) === true),
+    ),
+  );
+  for (const entry of unreached) {
+    if (documentedBy.some((documented) => documented.has(keyOf(entry)))) continue;
+    drifts.push({
+      what: `response ${entry.status} of ${entry.operationId} is listed as unreached, but no served contract documents it`,
+      where: files.unreachedResponses,
+      fix: { edit: `remove its entry from ${files.unreachedResponses}` },
+    });
+  }
+  return drifts;
+}
