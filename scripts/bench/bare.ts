@@ -11,7 +11,6 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import Database from 'better-sqlite3';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import pg from 'pg';
-import { TIMESTAMP } from '../../src/storage/postgres/queries.js';
 import { contractShapes } from './shapes.js';
 
 interface Pet {
@@ -26,6 +25,8 @@ type Row = Pet & { version: number };
 
 const FIELDS = 'id, name, category_id AS "categoryId", status';
 const SQLITE_COLUMNS = `${FIELDS}, created_at AS "createdAt", updated_at AS "updatedAt"`;
+/** As the project's PostgreSQL storage formats a timestamp: RFC 3339, UTC, milliseconds. */
+const TIMESTAMP = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const POSTGRES_COLUMNS = `${FIELDS}, ${TIMESTAMP('created_at')} AS "createdAt", ${TIMESTAMP('updated_at')} AS "updatedAt"`;
 const shapes = contractShapes();
 const url = process.env.DATABASE_URL ?? '';

@@ -5,7 +5,8 @@
  * problem detail (RFC 9457).
  */
 import { readFileSync } from 'node:fs';
-import { compiledContractFile } from '../../src/contract/document.js';
+import { join } from 'node:path';
+import { projectRoot } from './settings.js';
 
 export interface AnswerShapes {
   /** listPets answers `{data, nextCursor}` rather than a bare array. */
@@ -26,9 +27,10 @@ export function shapesOf(dereferenced: { paths?: Record<string, { get?: Operatio
   return { envelope: page.type !== 'array', problem: 'application/problem+json' in (responses['400']?.content ?? {}) };
 }
 
-/** The newest version's shapes, from the contract `npm run build` compiled. */
+/** The newest version's shapes, from the contract `npm run build` compiled (the bench imports nothing of src/). */
 export function contractShapes(): AnswerShapes {
-  const compiled = JSON.parse(readFileSync(compiledContractFile, 'utf8')) as { dereferenced: object };
+  const file = join(projectRoot, 'dist/contract/openapi.json');
+  const compiled = JSON.parse(readFileSync(file, 'utf8')) as { dereferenced: object };
   return shapesOf(compiled.dereferenced);
 }
 
