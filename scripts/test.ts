@@ -94,6 +94,8 @@ interface Verdict {
   name: string;
   outcome: 'ok' | 'FAILED' | 'skipped';
   seconds: number;
+  /** The CPU time its jobs used (where measured). */
+  cpuSeconds?: number;
   note?: string;
 }
 
@@ -213,16 +215,23 @@ async function sharedPostgres(): Promise<() => Promise<void>> {
 
 /** One line per job as it ends; a failing job's whole output with it. */
 function report(outcome: Outcome<GroupedJob>): void {
-  const { job, passed, seconds, assertions, output } = outcome;
+  const { job, passed, seconds, cpuSeconds, assertions, output } = outcome;
   const counted =
     assertions === undefined
       ? ''
       : `  (${assertions.total} assertions${assertions.failed > 0 ? `, ${assertions.failed} failed` : ''})`;
-  say(`${passed ? 'ok    ' : 'FAILED'} ${seconds.toFixed(1).padStart(6)} s  ${job.name}${counted}`);
+  const cpu = cpuSeconds === undefined ? '' : `, ${cpuSeconds.toFixed(1).padStart(5)} s CPU`;
+  say(`${passed ? 'ok    ' : 'FAILED'} ${seconds.toFixed(1).padStart(6)} s${cpu}  ${job.name}${counted}`);
   if (!passed) process.stdout.write(`${output.trimEnd()}\n[npm test] (end of ${job.name})\n`);
 }
 
 const jobsOf = (stage: Stage) => [...stage.jobs, ...(stage.beside ?? [])];
+
+/** The CPU time the outcomes used together, when each was measured. */
+function cpuOf(outcomes: { cpuSeconds?: number }[]): number | undefined {
+  if (outcomes.some(({ cpuSeconds }) => cpuSeconds === undefined)) return undefined;
+  return outcomes.reduce((sum, { cpuSeconds }) => sum + (cpuSeconds ?? 0), 0);
+}
 
 /** A stage's verdicts, one per group: from its first job's start to its last one's end. */
 function verdictsOf(stage: Stage, outcomes: Outcome<GroupedJob>[]): Verdict[] {
@@ -237,11 +246,14 @@ function verdictsOf(stage: Stage, outcomes: Outcome<GroupedJob>[]): Verdict[] {
       mine.length === 1 && assertions === 0
         ? undefined
         : `${mine.length} file${mine.length === 1 ? '' : 's'}, ${assertions} assertions`;
-    const note = [files, failed > 0 ? `${failed} failed` : undefined].filter(Boolean).join(', ');
+    const cpuSeconds = cpuOf(mine);
+    const cpu = cpuSeconds === undefined ? undefined : `${cpuSeconds.toFixed(1)} s CPU`;
+    const note = [files, cpu, failed > 0 ? `${failed} failed` : undefined].filter(Boolean).join(', ');
     return {
       name: group,
       outcome: failed === 0 ? 'ok' : 'FAILED',
       seconds: (end - start) / 1000,
+      ...(cpuSeconds === undefined ? {} : { cpuSeconds }),
       ...(note === '' ? {} : { note }),
     };
   });
@@ -311,8 +323,9 @@ if (planOnly) {
 }
 const verdicts = await runStages(stages);
 const failed = verdicts.filter(({ outcome }) => outcome !== 'ok').length;
+const cpuSeconds = cpuOf(verdicts.filter(({ outcome }) => outcome !== 'skipped'));
 say(
-  `${failed === 0 ? 'passed' : `${failed} of ${verdicts.length} stages did not pass`}, in ${((performance.now() - started) / 1000).toFixed(1)} s:`,
+  `${failed === 0 ? 'passed' : `${failed} of ${verdicts.length} stages did not pass`}, in ${((performance.now() - started) / 1000).toFixed(1)} s${cpuSeconds === undefined ? '' : ` (${cpuSeconds.toFixed(1)} s of CPU)`}:`,
 );
 const width = Math.max(...verdicts.map(({ name }) => name.length));
 for (const { name, outcome, seconds, note } of verdicts)

@@ -23,6 +23,7 @@ import { conformingFetch, listen, startApi, type TapTest, type TestApi } from '.
 import { conformingProxy } from './helpers/conforming-proxy.js';
 import { closedPort, startReceiver } from './helpers/receiver.js';
 import { losingFirstAnswer } from './helpers/lost-answer.js';
+import { itemsOf } from './helpers/list-items.js';
 import { outage } from './helpers/outage.js';
 import { devPython, PIP_ENV, pythonClientDir } from './helpers/python.js';
 import { declaredEvents, eventually, start } from './helpers/webhooks.js';
@@ -282,7 +283,7 @@ for (const client of CLIENTS) {
           return petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${current.data[0]?.name ?? ''}!` },
+            body: { name: `${itemsOf(current.data)[0]?.name ?? ''}!` },
           });
         },
       );
@@ -292,7 +293,7 @@ for (const client of CLIENTS) {
           petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${current.data[0]?.name ?? ''}?` },
+            body: { name: `${itemsOf(current.data)[0]?.name ?? ''}?` },
           }),
       );
       outcome = { stale, refused, reads, modified: modified.data, async_name: again.data.name };

@@ -3,6 +3,7 @@
 import t from 'tap';
 import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
+import { itemsOf } from './helpers/list-items.js';
 import { outage } from './helpers/outage.js';
 
 /** A client of `api` recording each retry; `beforeFirstRetry` runs once, before the first. */
@@ -57,7 +58,7 @@ t.test('a 503 while the database cannot serve is waited out; the create is made 
   waitedOut(t, retries, 503, 'service_unavailable');
   const listed = await client.listPets();
   t.same(
-    listed.data.map(({ name }) => name),
+    itemsOf(listed.data).map(({ name }) => name),
     ['Resilient'],
     'one pet, not two',
   );

@@ -23,6 +23,7 @@ import { validateContract } from '../src/contract/document.js';
 import { contractPath } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, temporaryDirectory } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
+import { itemsOf } from './helpers/list-items.js';
 import { closing, listening, losingFirstAnswer } from './helpers/lost-answer.js';
 import { NEW_OPERATION, withNewOperation } from './helpers/new-operation.js';
 
@@ -120,7 +121,7 @@ t.test('create, rename with If-Match, and the 412 flow', async (t) => {
       return client.updatePet({
         path: { petId },
         header: { 'If-Match': current.etag },
-        body: { name: `${current.data[0]?.name ?? ''}!` },
+        body: { name: `${itemsOf(current.data)[0]?.name ?? ''}!` },
       });
     },
   );
@@ -176,7 +177,7 @@ t.test('a precondition left undefined is refused before anything is sent', async
   t.match((refused as Error).message, /If-Match is undefined/);
   t.same(sent, [], 'nothing was sent');
   const read = await client.listPets({ query: { id: [created.data.id] } });
-  t.equal(read.data[0]?.name, 'Rex', 'the animal is unchanged');
+  t.equal(itemsOf(read.data)[0]?.name, 'Rex', 'the animal is unchanged');
   t.type(read.etag, 'string', 'a page of one animal carries its ETag');
 });
 
@@ -212,7 +213,7 @@ t.test('a create whose first answer is lost is sent again with its Idempotency-K
   t.equal(created.replayed, true, 'the second answer replays the first create');
   const stored = await direct.listPets();
   t.same(
-    stored.data.map(({ id, name }) => ({ id, name })),
+    itemsOf(stored.data).map(({ id, name }) => ({ id, name })),
     [{ id: created.data.id, name: 'Once' }],
     'one pet, not two',
   );

@@ -52,6 +52,12 @@ async function slowServer(t: TapTest, settings: Partial<OverloadSettings>, holdM
           busy(holdMs);
           return storage.pets.get(id);
         },
+        // v1's getPet reads through listPets since v2 (src/versions/changes/get-pet-removed.ts).
+        list: (query) => {
+          onHold?.();
+          busy(holdMs);
+          return storage.pets.list(query);
+        },
       },
     }),
   });

@@ -3,8 +3,9 @@ import { issueKey } from '../src/auth/api-keys.js';
 import { scopesOf } from '../src/contract/document.js';
 import type { ErrorBody } from '../src/domain/errors.js';
 import { startApi, type TestApi } from './helpers/api.js';
-import { contract } from './helpers/contract.js';
+import { contract, servedVersions } from './helpers/contract.js';
 
+type Operation = (typeof contract.operations)[number];
 const allScopes = [...scopesOf(contract.dereferenced).keys()];
 
 async function keyWith(api: TestApi, scopes: readonly string[], expiresAt?: Date): Promise<string> {
@@ -13,10 +14,10 @@ async function keyWith(api: TestApi, scopes: readonly string[], expiresAt?: Date
 }
 
 /** A request to an operation, with a body it would refuse: a 403 must come before the body is read. */
-function call(api: TestApi, key: string, { method, path, requestMediaType }: (typeof contract.operations)[number]) {
+function call(api: TestApi, key: string, { method, path, requestMediaType }: Operation, basePath = contract.basePath) {
   return api.request({
     method,
-    url: `${contract.basePath}${path.replace(/\{[^}]+\}/g, '1')}`,
+    url: `${basePath}${path.replace(/\{[^}]+\}/g, '1')}`,
     headers: {
       authorization: `Bearer ${key}`,
       ...(requestMediaType === undefined ? {} : { 'content-type': requestMediaType }),
@@ -47,6 +48,32 @@ t.test('every operation needs the scope the contract names, and nothing else', a
       `${operation.operationId} with only ${operation.scopes.join(', ')}: ${allowed.statusCode}`,
     );
     t.not(allowed.statusCode, 401);
+  }
+});
+
+t.test('every operation of every newer version needs the scope its contract names', async (t) => {
+  const api = await startApi(t);
+  const newer = [servedVersions.contract, ...servedVersions.olderContracts].filter((served) => served !== contract);
+  for (const version of newer) {
+    for (const operation of version.operations) {
+      const without = await keyWith(
+        api,
+        allScopes.filter((scope) => !operation.scopes.includes(scope)),
+      );
+      const refused = await call(api, without, operation, version.basePath);
+      t.equal(
+        refused.statusCode,
+        403,
+        `${version.basePath} ${operation.operationId} without ${operation.scopes.join(', ')}`,
+      );
+      t.match(refused.json(), { code: 'insufficient_scope', status: 403 });
+      const allowed = await call(api, await keyWith(api, operation.scopes), operation, version.basePath);
+      t.not(
+        allowed.statusCode,
+        403,
+        `${version.basePath} ${operation.operationId} with only ${operation.scopes.join(', ')}`,
+      );
+    }
   }
 });
 

@@ -19,6 +19,12 @@ interface StampedPet {
   updatedAt: string;
 }
 
+/** A v2 list's answer (issue 51, change 3). */
+interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}
+
 const RFC3339_UTC_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const V1_PET_FIELDS = ['categoryId', 'id', 'name', 'status'];
 
@@ -31,7 +37,7 @@ const patch = (api: TestApi, base: string, id: number, payload: object) =>
   });
 
 const readV2 = async (api: TestApi, id: number) =>
-  (await api.request({ method: 'GET', url: `/v2/pets?id=${id}`, headers: api.auth })).json<StampedPet[]>()[0];
+  (await api.request({ method: 'GET', url: `/v2/pets?id=${id}`, headers: api.auth })).json<Page<StampedPet>>().data[0];
 
 t.test('a v2 pet says when it was added and last changed; a v1 pet has its four fields', async (t) => {
   const api = await startApi(t);
@@ -126,7 +132,7 @@ t.test('pets made before the upgrade: when they were made, and the upgrade for a
   const upgradedFrom = new Date(Date.now() - 1).toISOString();
   const api = await startApi(t, { databaseUrl });
   const listed = await api.request({ method: 'GET', url: '/v2/pets', headers: api.auth });
-  const [old, changed] = listed.json<StampedPet[]>();
+  const [old, changed] = listed.json<Page<StampedPet>>().data;
   t.match(old, { name: 'Old' });
   t.equal(old?.createdAt, MADE_AT, 'when it was made, as kept since the first migration');
   t.equal(old?.updatedAt, old?.createdAt, 'never changed: last updated when it was made');
@@ -147,7 +153,7 @@ t.test('a v2 create needs an Idempotency-Key; a v1 create without one still make
     t.match(refused.body, /idempotency-key/i, 'the error names the header');
   }
   const listed = await api.request({ method: 'GET', url: '/v2/pets', headers: api.auth });
-  t.same(listed.json<unknown[]>(), [], 'and nothing was made');
+  t.same(listed.json<Page<unknown>>().data, [], 'and nothing was made');
 
   const made = await api.request({ method: 'POST', url: '/v1/pets', headers: api.auth, payload: pet });
   t.equal(made.statusCode, 201, 'v1 takes a create without a key');
@@ -176,5 +182,5 @@ t.test('a replay answers in the version of the request that replays it', async (
   t.equal(v2Replay.headers['idempotent-replayed'], 'true', 'and v2 what v1 made');
   t.match(v2Replay.json(), { ...v1First.json<object>(), createdAt: RFC3339_UTC_MS }, "in v2's");
   const pets = await api.request({ method: 'GET', url: '/v2/pets', headers: api.auth });
-  t.equal(pets.json<unknown[]>().length, 2, 'two creates, each made once');
+  t.equal(pets.json<Page<unknown>>().data.length, 2, 'two creates, each made once');
 });

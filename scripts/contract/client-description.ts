@@ -122,7 +122,12 @@ function entryOf(
   const idempotencyKey = parameters.some(
     (parameter) => parameter.in === 'header' && parameter.name.toLowerCase() === IDEMPOTENCY_KEY,
   );
-  const body = resolved(document, success?.content?.['application/json']?.schema as { type?: unknown } | undefined);
+  const body = resolved(
+    document,
+    success?.content?.['application/json']?.schema as { type?: unknown; properties?: object } | undefined,
+  );
+  // A page is an array (v1), or an envelope whose `nextCursor` names the next page (v2).
+  const paged = body?.type === 'array' || (body?.properties !== undefined && 'nextCursor' in body.properties);
   const cursor = parameters.find((parameter) => parameter.in === 'query' && parameter.name === CURSOR);
   const requestMediaType = Object.keys(
     resolved(document, operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined)?.content ?? {},
@@ -142,7 +147,7 @@ function entryOf(
     safeToResend: IDEMPOTENT_METHODS.has(method) || idempotencyKey,
     ...(idempotencyKey ? { idempotencyKey: true as const } : {}),
     // A list without a cursor is one page: it is not offered to the pagers.
-    ...(body?.type === 'array' && cursor !== undefined ? { cursor: cursor.name } : {}),
+    ...(paged && cursor !== undefined ? { cursor: cursor.name } : {}),
     ...(etag === undefined ? {} : { etag: etag.required === true ? ('always' as const) : ('sometimes' as const) }),
     ...(operation.deprecated === true ? { deprecated } : {}),
   };

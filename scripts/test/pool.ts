@@ -27,6 +27,11 @@ export interface Outcome<J extends Job = Job> {
   /** When it started, on performance.now()'s clock, and how long it ran. */
   started: number;
   seconds: number;
+  /**
+   * The CPU time it and every process it waited for used, in seconds (undefined where /proc is
+   * not): what a job costs the others on a shared machine, which its wall time does not say.
+   */
+  cpuSeconds?: number;
   /** From a test file's last line, `# { total: 98, pass: 98 }`. */
   assertions?: { total: number; failed: number };
   /** Everything it printed, stdout and stderr in the order they came. */
@@ -40,6 +45,32 @@ const JOB_TIMEOUT_MS = 15 * 60_000;
 const TIMES_FILE = join(projectRoot, 'dist', 'test-times.json');
 
 const running = new Set<number>();
+
+/**
+ * The CPU time of this process's children that have ended and been waited for (/proc/self/stat's
+ * cutime and cstime, in clock ticks of 1/100 s), or undefined where there is no /proc.
+ */
+function childrenCpuSeconds(): number | undefined {
+  try {
+    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[13]) + Number(fields[14])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A job's CPU time is what the children's total grew by when it was waited for (read as it ends).
+ * Two jobs waited for in the same turn of the event loop would share one reading: the first is
+ * given both, the second none; rare, and the run's total stays right.
+ */
+let childrenCpuBefore = childrenCpuSeconds();
+function cpuOfJobJustEnded(): number | undefined {
+  const now = childrenCpuSeconds();
+  const spent = now === undefined || childrenCpuBefore === undefined ? undefined : now - childrenCpuBefore;
+  childrenCpuBefore = now;
+  return spent;
+}
 
 /** Kills a job's process group: the file and every server it started. */
 function killGroup(pid: number): void {
@@ -74,6 +105,9 @@ function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
       chunks.push(Buffer.from(`\n[npm test] stopped after ${JOB_TIMEOUT_MS / 60_000} minutes\n`));
       if (pid !== undefined) killGroup(pid);
     }, JOB_TIMEOUT_MS);
+    // Read as it is waited for ('exit'), before another job's end can add to the reading.
+    let cpuSeconds: number | undefined;
+    child.once('exit', () => (cpuSeconds = cpuOfJobJustEnded()));
     const finish = (passed: boolean, note = '') => {
       clearTimeout(timer);
       if (pid !== undefined) running.delete(pid);
@@ -85,6 +119,7 @@ function runJob<J extends Job>(job: J): Promise<Outcome<J>> {
         passed: passed && (counted.assertions?.failed ?? 0) === 0,
         started,
         seconds: (performance.now() - started) / 1000,
+        ...(cpuSeconds === undefined ? {} : { cpuSeconds }),
         output,
         ...counted,
       });

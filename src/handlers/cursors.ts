@@ -38,13 +38,13 @@ export function decodeCursor(cursor: string, scope: string): number {
   const [, digits = '', tag = ''] = CURSOR.exec(Buffer.from(cursor, 'base64url').toString('utf8')) ?? [];
   const id = Number(digits);
   if (!Number.isSafeInteger(id) || Buffer.from(`v2:${digits}.${tag}`).toString('base64url') !== cursor) {
-    throw new ApiError(400, 'invalid_request', 'query/cursor is malformed: use the URL from the Link header');
+    throw new ApiError(400, 'invalid_request', 'query/cursor is malformed: send it back as the previous page gave it');
   }
   if (tag !== scopeTag(scope)) {
     throw new ApiError(
       400,
       'invalid_request',
-      'query/cursor was made for another list or other filters: use the URL from the Link header as it is',
+      'query/cursor was made for another list or other filters: send it back with the filters it was given with',
     );
   }
   return id;

@@ -9,11 +9,11 @@ function notFound(id: number): ApiError {
 
 export const orderHandlers: HandlerModule = ({ storage: { orders }, rules, basePath }) => {
   return {
-    async listOrders(request, reply) {
+    async listOrders(request) {
       const { limit = DEFAULT_LIMIT, status, cursor } = request.query;
-      const list = new FilteredList(`${basePath}/store/orders`, { status });
+      const list = new FilteredList('/store/orders', { status });
       const page = await orders.list({ limit, status, afterId: list.afterId(cursor) });
-      return list.page(reply, limit, page);
+      return list.page(page);
     },
 
     async placeOrder(request, reply) {

@@ -20,12 +20,12 @@ export const petHandlers: HandlerModule = ({ storage: { pets }, rules, basePath 
   return {
     async listPets(request, reply) {
       const { limit = DEFAULT_LIMIT, status, id: ids, cursor } = request.query;
-      const list = new FilteredList(`${basePath}/pets`, { status, id: ids?.join(',') });
+      const list = new FilteredList('/pets', { status, id: ids?.join(',') });
       const page = await pets.list({ limit, status, ids, afterId: list.afterId(cursor) });
       const [first] = page.items;
       // `?id=3` is the read of one pet: its ETag comes with it, for a change with If-Match.
       if (first !== undefined && new Set(ids).size === 1) tagged(reply, first);
-      return list.page(reply, limit, { items: page.items.map(({ pet }) => pet), hasMore: page.hasMore });
+      return list.page({ items: page.items.map(({ pet }) => pet), hasMore: page.hasMore });
     },
 
     async createPet(request, reply) {

@@ -4,6 +4,7 @@ import type { EventType } from '../domain/events.js';
 import { eventIdOf } from '../domain/events.js';
 import { ApiError } from '../domain/errors.js';
 import { principalOf } from './idempotency.js';
+import { wholeList } from './paging.js';
 import type { HandlerModule } from './types.js';
 
 function notFound(id: number): ApiError {
@@ -53,7 +54,7 @@ export const webhookHandlers: HandlerModule = ({
 
   return {
     async listWebhooks(request) {
-      return webhooks.list(principalOf(request).accountId);
+      return wholeList(await webhooks.list(principalOf(request).accountId));
     },
 
     async createWebhook(request, reply) {
@@ -119,7 +120,8 @@ export const webhookHandlers: HandlerModule = ({
     async listWebhookDeliveries(request) {
       const { webhookId } = request.params;
       const { limit = 20 } = request.query;
-      return found(await webhooks.attempts(principalOf(request).accountId, webhookId, limit), webhookId);
+      // The most recent attempts only: older ones are not paged to.
+      return wholeList(found(await webhooks.attempts(principalOf(request).accountId, webhookId, limit), webhookId));
     },
   };
 };

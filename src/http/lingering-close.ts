@@ -39,5 +39,14 @@ export function closeLingering(socket: Socket): void {
  */
 export function closeAfterAnswer(response: ServerResponse): void {
   const { socket } = response.req;
+  closing.add(socket);
   response.once('finish', () => closeLingering(socket));
+}
+
+/** The connections whose last answer is decided: what arrives after it is the refused request's body. */
+const closing = new WeakSet<Socket>();
+
+/** Whether the connection closes after an answer decided already (closeAfterAnswer). */
+export function isClosing(socket: Socket): boolean {
+  return closing.has(socket);
 }

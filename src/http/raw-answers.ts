@@ -3,7 +3,7 @@ import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:ht
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type ErrorBody, errorBody } from '../domain/errors.js';
-import { closeLingering } from './lingering-close.js';
+import { closeLingering, isClosing } from './lingering-close.js';
 
 // Answers written by hand on the socket, to requests Node could not parse or that timed out:
 // no request object exists for them, so fastify never sees them.
@@ -102,7 +102,7 @@ function answerClientError(
     closeLingering(socket);
     return;
   }
-  if (answeredWhileItsBodyCame(socket)) {
+  if (answeredWhileItsBodyCame(socket) || isClosing(socket)) {
     // The request was refused from its headers (a Transfer-Encoding Node reads to the end of the
     // connection, say), and then its body could not be parsed: it has its answer, and gets no second.
     app.log.info({ code: error.code }, 'body unparsable after its request was answered: closed after the answer');

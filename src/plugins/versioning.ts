@@ -86,7 +86,17 @@ export class OlderVersion {
     return (request, reply, payload, done) => {
       const before = reply.getHeaders() as Headers;
       const params = request.params as Record<string, unknown>;
-      const response = { operationId, params, status: reply.statusCode, headers: { ...before }, body: payload };
+      const query = request.query as Record<string, unknown>;
+      const { url } = request;
+      const response = {
+        operationId,
+        params,
+        url,
+        query,
+        status: reply.statusCode,
+        headers: { ...before },
+        body: payload,
+      };
       this.chain.responseDown(this.major, response);
       applyHeaders(reply, before, response.headers);
       if (response.status !== reply.statusCode) reply.code(response.status);

@@ -26,6 +26,13 @@ export interface VersionedResponse {
   operationId: string;
   /** The request's path parameters (none for a refusal, written before they are read). */
   params: Record<string, unknown>;
+  /**
+   * The request's target as sent (`/v1/pets?status=sold`), and its query as validated against the
+   * older version's contract (defaults applied) and migrated up: for the URLs an answer names, such
+   * as a next page's. Absent for a refusal, answered alike to every request.
+   */
+  url?: string;
+  query?: Record<string, unknown>;
   status: number;
   headers: Headers;
   body: unknown;

@@ -1,5 +1,6 @@
 import type { ApiVersion } from './change.js';
 import { getPetRemoved } from './changes/get-pet-removed.js';
+import { listEnvelopes } from './changes/list-envelopes.js';
 import { idempotencyKeyRequired } from './changes/idempotency-key-required.js';
 import { petTimestamps } from './changes/pet-timestamps.js';
 
@@ -15,5 +16,5 @@ import { petTimestamps } from './changes/pet-timestamps.js';
  */
 export const API_VERSIONS: readonly ApiVersion[] = [
   { major: 1, changes: [] },
-  { major: 2, changes: [getPetRemoved, petTimestamps, idempotencyKeyRequired] },
+  { major: 2, changes: [getPetRemoved, listEnvelopes, petTimestamps, idempotencyKeyRequired] },
 ];

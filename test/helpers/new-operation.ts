@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { projectRoot } from '../../src/contract/paths.js';
 import { servedVersions } from './contract.js';
 
 // A team adds an operation to openapi.yaml: the newest version.
@@ -26,13 +29,30 @@ if (candidate === undefined)
 
 /**
  * An operation the contract does not have yet, on `/pets/{petId}` (deletePet while the contract
- * lacks it): its 204 has no body, its 404 one example, `notFound`.
+ * lacks it): its 204 has no body, its 404 one example, `notFound`, and it declares the responses
+ * every operation does (SHARED_RESPONSES).
  */
 export const NEW_OPERATION = {
   ...candidate,
   path: PATH,
   /** The URL of pet `id`. */
   url: (id: number | string) => `${contract.basePath}/pets/${id}`,
+};
+
+/**
+ * The responses every operation declares, as the server may give them to any request (the scope,
+ * a body it does not take, the rate limit, a failure, a transfer coding, the database away):
+ * test/every-operation.test.ts and test/scopes.test.ts get each one from every operation.
+ */
+export const SHARED_RESPONSES = ['403', '405', '415', '429', '500', '501', '503'] as const;
+const SHARED_RESPONSE_NAMES: Record<(typeof SHARED_RESPONSES)[number], string> = {
+  '403': 'Forbidden',
+  '405': 'MethodNotAllowed',
+  '415': 'UnsupportedMediaType',
+  '429': 'RateLimited',
+  '500': 'InternalError',
+  '501': 'NotImplemented',
+  '503': 'ServiceUnavailable',
 };
 
 /** The operation as a team would add it to openapi.yaml, under its path. */
@@ -48,7 +68,14 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
       x-error-codes:
         '400': [invalid_request]
         '401': [unauthorized]
+        '403': [insufficient_scope]
         '404': [not_found]
+        '405': [method_not_allowed]
+        '415': [unsupported_media_type]
+        '429': [rate_limited]
+        '500': [internal_error]
+        '501': [not_implemented]
+        '503': [service_unavailable]
       responses:
         '204':
           description: Done.
@@ -68,16 +95,19 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
               examples:
                 notFound:
                   value: { code: not_found, message: No pet with this id, status: 404 }
-`;
+${SHARED_RESPONSES.map((status) => `        '${status}':\n          $ref: '#/components/responses/${SHARED_RESPONSE_NAMES[status]}'\n`).join('')}`;
 
 /**
  * openapi.yaml's text with the new operation added and, as docs/contract.md asks of an addition to
- * a released version, `info.version` moved to the next minor version.
+ * a released version, `info.version` moved to the next minor version (an unreleased one stays).
  */
 export function withNewOperation(contractText: string): string {
   return contractText
     .replace(`  ${PATH}:\n`, `  ${PATH}:\n${NEW_OPERATION_YAML}`)
-    .replace(/^( {2}version: )(\d+)\.(\d+)\.\d+$/m, (_, key: string, major: string, minor: string) => {
-      return `${key}${major}.${Number(minor) + 1}.0`;
-    });
+    .replace(
+      /^( {2}version: )((\d+)\.(\d+)\.\d+)$/m,
+      (line, key: string, version: string, major: string, minor: string) =>
+        // A version not released yet already carries its changes (contracts/ has no file of it).
+        existsSync(join(projectRoot, 'contracts', `v${version}.yaml`)) ? `${key}${major}.${Number(minor) + 1}.0` : line,
+    );
 }

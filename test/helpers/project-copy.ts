@@ -13,7 +13,10 @@ import { join, relative } from 'node:path';
 import { projectRoot } from '../../src/contract/paths.js';
 import type { Teardown } from './backend.js';
 
-/** What the project is made of: everything but node_modules, data and test output. */
+/**
+ * What the project is made of: everything but node_modules, data and test output, with the
+ * configuration lint, format:check and git read (a test runs the fast `npm test -- …` in a copy).
+ */
 const PROJECT_ENTRIES = [
   'dist',
   'generated',
@@ -27,6 +30,10 @@ const PROJECT_ENTRIES = [
   '.redocly.lint-ignore.yaml',
   'package.json',
   'tsconfig.json',
+  'eslint.config.js',
+  '.prettierrc.json',
+  '.prettierignore',
+  '.gitignore',
 ];
 
 /** The contract and what its tools read besides: Redocly's ruleset and exemptions, the releases. */

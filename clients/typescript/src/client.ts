@@ -173,6 +173,11 @@ export function createClient(options: ClientOptions): PetstoreClient {
   async function page<K extends ListOperationId>(operationId: K, input?: LooseInput, call?: CallOptions) {
     const result = await send(operationId, input, call);
     const operation: Operation = operations[operationId];
+    // A page in an envelope names the next in `nextCursor`; a bare array in `Link: rel="next"`.
+    const envelope = result.data as unknown as { data?: unknown; nextCursor?: string | null } | undefined;
+    if (envelope !== undefined && Array.isArray(envelope.data)) {
+      return { ...result, items: envelope.data as Item<K>[], next: envelope.nextCursor ?? undefined } as Page<K>;
+    }
     const link = nextLink(result.headers.get('link'));
     const next =
       link === undefined || !('cursor' in operation)

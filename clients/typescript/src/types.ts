@@ -39,7 +39,8 @@ export type ListOperationId = {
 }[OperationId];
 
 /** An item of list operation K. */
-export type Item<K extends ListOperationId> = Data<K> extends readonly (infer I)[] ? I : never;
+export type Item<K extends ListOperationId> =
+  Data<K> extends { data: readonly (infer I)[] } ? I : Data<K> extends readonly (infer I)[] ? I : never;
 
 /**
  * A code the Error bodies of operation K may carry: the closed union its `x-error-codes` lists, so

@@ -31,10 +31,11 @@ function petsOf(body: unknown): unknown[] | undefined {
 export const petTimestamps: VersionChange = {
   description:
     'A Pet carries createdAt and updatedAt (RFC 3339, UTC), set by the service; updatedAt moves forward on every change. Pets added before 2.0.0 carry the time of the upgrade.',
-  // The breaking-change check reports the new properties once, where it first meets Pet.
+  // The breaking-change check reports the new properties once, where it first meets Pet (GET /pets
+  // answers a page in v2, which listEnvelopes covers whole).
   covers: [
-    { at: 'GET /pets responses/200/content/application/json/schema/items/properties/createdAt' },
-    { at: 'GET /pets responses/200/content/application/json/schema/items/properties/updatedAt' },
+    { at: 'POST /pets responses/201/content/application/json/schema/properties/createdAt' },
+    { at: 'POST /pets responses/201/content/application/json/schema/properties/updatedAt' },
   ],
   responseDown: (response: VersionedResponse) => {
     if (!ANSWERS_WITH_PETS.has(response.operationId) || response.status >= 300) return;

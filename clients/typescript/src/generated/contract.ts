@@ -107,9 +107,10 @@ export interface OperationDocs {
   /**
    * List animals
    *
-   * Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-   * When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-   * an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+   * Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+   * of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+   * it back as `cursor`, with the same filters, to get the next page. On the last page it is
+   * `null`.
    * `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
    * `status`, only those that also have it. This is how to fetch one animal by its id: with a
    * single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -164,9 +165,10 @@ export interface OperationDocs {
   /**
    * List orders
    *
-   * Returns the store's orders in ascending `id` order (the order they were placed in), paged
-   * exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-   * follow. Beta: it may change in a minor version.
+   * Returns a page of the store's orders in ascending `id` order (the order they were placed
+   * in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+   * `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+   * Beta: it may change in a minor version.
    *
    * `GET /store/orders`; scope `orders:read`; stability: beta
    */
@@ -206,8 +208,10 @@ export interface OperationDocs {
   /**
    * List webhook endpoints
    *
-   * The endpoints of the account whose key sends the request, in ascending `id` order. Their
-   * signing secrets are never shown again.
+   * The endpoints of the account whose key sends the request, in ascending `id` order, as
+   * `{data, nextCursor}`: all of them on one page (an account has at most
+   * `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+   * again.
    *
    * `GET /webhooks`; scope `webhooks:manage`
    */
@@ -285,10 +289,11 @@ export interface OperationDocs {
   /**
    * List recent delivery attempts
    *
-   * The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-   * event's id and type, the attempt's number, the response status or the error, how long it
-   * took, and when the next attempt is due, if any. Attempts are kept for
-   * `WEBHOOK_RETENTION` (default 7 days).
+   * The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+   * `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+   * status or the error, how long it took, and when the next attempt is due, if any. Attempts
+   * are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+   * `nextCursor` is `null`.
    *
    * `GET /webhooks/{webhookId}/deliveries`; scope `webhooks:manage`
    */

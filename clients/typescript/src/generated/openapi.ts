@@ -13,9 +13,10 @@ export interface paths {
         };
         /**
          * List animals
-         * @description Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-         *     When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-         *     an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+         * @description Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+         *     of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+         *     it back as `cursor`, with the same filters, to get the next page. On the last page it is
+         *     `null`.
          *     `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
          *     `status`, only those that also have it. This is how to fetch one animal by its id: with a
          *     single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -86,9 +87,10 @@ export interface paths {
         };
         /**
          * List orders
-         * @description Returns the store's orders in ascending `id` order (the order they were placed in), paged
-         *     exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-         *     follow. Beta: it may change in a minor version.
+         * @description Returns a page of the store's orders in ascending `id` order (the order they were placed
+         *     in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+         *     `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+         *     Beta: it may change in a minor version.
          */
         get: operations["listOrders"];
         put?: never;
@@ -144,8 +146,10 @@ export interface paths {
         };
         /**
          * List webhook endpoints
-         * @description The endpoints of the account whose key sends the request, in ascending `id` order. Their
-         *     signing secrets are never shown again.
+         * @description The endpoints of the account whose key sends the request, in ascending `id` order, as
+         *     `{data, nextCursor}`: all of them on one page (an account has at most
+         *     `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+         *     again.
          */
         get: operations["listWebhooks"];
         put?: never;
@@ -259,10 +263,11 @@ export interface paths {
         };
         /**
          * List recent delivery attempts
-         * @description The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-         *     event's id and type, the attempt's number, the response status or the error, how long it
-         *     took, and when the next attempt is due, if any. Attempts are kept for
-         *     `WEBHOOK_RETENTION` (default 7 days).
+         * @description The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+         *     `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+         *     status or the error, how long it took, and when the next attempt is due, if any. Attempts
+         *     are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+         *     `nextCursor` is `null`.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -527,6 +532,11 @@ export interface components {
         };
         /** @description An account's endpoints in ascending `id` order. */
         WebhookEndpoints: components["schemas"]["WebhookEndpoint"][];
+        /** @description An account's endpoints, all on one page. */
+        WebhookEndpointPage: {
+            data: components["schemas"]["WebhookEndpoints"];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
         /** @description An event queued for delivery. */
         WebhookEventQueued: {
             /** @description Its `webhook-id`. */
@@ -554,6 +564,17 @@ export interface components {
         };
         /** @description Delivery attempts, newest first. */
         WebhookDeliveries: components["schemas"]["WebhookDelivery"][];
+        /** @description The most recent delivery attempts, newest first. */
+        WebhookDeliveryPage: {
+            data: components["schemas"]["WebhookDeliveries"];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @description Where the next page starts: send it back as the `cursor` query parameter, with the same
+         *     filters (`limit` may change). `null` on the last page.
+         * @example djI6MjAuYUt3aGs0ODU
+         */
+        NextCursor: string | null;
         /**
          * @description Availability of an animal. `x-transitions` lists, for each status, the statuses an animal
          *     in it may move to; the server enforces exactly these.
@@ -614,6 +635,11 @@ export interface components {
         };
         /** @description A page of orders in ascending `id` order. */
         Orders: components["schemas"]["Order"][];
+        /** @description A page of orders and where the next one starts. */
+        OrderPage: {
+            data: components["schemas"]["Orders"];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
         /** @description An animal to add. Only these fields are allowed. */
         NewPet: {
             /**
@@ -670,6 +696,11 @@ export interface components {
         };
         /** @description A page of animals in ascending `id` order. */
         Pets: components["schemas"]["Pet"][];
+        /** @description A page of animals and where the next one starts. */
+        PetPage: {
+            data: components["schemas"]["Pets"];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
         /** @description The body of every response that is not a success. */
         Error: {
             /**
@@ -1001,17 +1032,15 @@ export interface components {
          */
         StatusFilter: components["schemas"]["PetStatus"];
         /**
-         * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-         *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
-         *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+         * @description Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+         *     holds the list and the filters it was made under: a malformed cursor, or one used with
+         *     another list or other filters (`status`, `id`), is a 400; `limit` may change.
          */
         Cursor: string;
         /**
          * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
          *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-         *     create, and send the same key when you retry it.
-         *
-         *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+         *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
          *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
          *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
          *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1060,11 +1089,6 @@ export interface components {
     headers: {
         /** @description The request's id, echoed from the request's `X-Request-Id` or generated. */
         XRequestId: string;
-        /**
-         * @description Present when more items follow: `<{url of the next page}>; rel="next"`. The URL keeps
-         *     the filters and `limit` and adds `cursor`.
-         */
-        NextLink: string;
         /**
          * @description The animal's version as a strong entity tag (`"3"`): it changes whenever the animal does.
          *     Send it back in `If-Match` to change the animal only if nobody changed it since.
@@ -1131,9 +1155,9 @@ export interface operations {
                  */
                 id?: components["parameters"]["IdFilter"];
                 /**
-                 * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                 *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                 *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+                 * @description Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                 *     holds the list and the filters it was made under: a malformed cursor, or one used with
+                 *     another list or other filters (`status`, `id`), is a 400; `limit` may change.
                  */
                 cursor?: components["parameters"]["Cursor"];
             };
@@ -1146,7 +1170,6 @@ export interface operations {
             /** @description A page of animals. */
             200: {
                 headers: {
-                    Link: components["headers"]["NextLink"];
                     ETag: components["headers"]["OnePetETag"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "API-Key-Expires": components["headers"]["ApiKeyExpires"];
@@ -1156,7 +1179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Pets"];
+                    "application/json": components["schemas"]["PetPage"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1177,9 +1200,7 @@ export interface operations {
                 /**
                  * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                  *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                 *     create, and send the same key when you retry it.
-                 *
-                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1381,9 +1402,9 @@ export interface operations {
                  */
                 status?: components["parameters"]["OrderStatusFilter"];
                 /**
-                 * @description Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                 *     page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                 *     with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+                 * @description Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                 *     holds the list and the filters it was made under: a malformed cursor, or one used with
+                 *     another list or other filters (`status`, `id`), is a 400; `limit` may change.
                  */
                 cursor?: components["parameters"]["Cursor"];
             };
@@ -1396,7 +1417,6 @@ export interface operations {
             /** @description A page of orders. */
             200: {
                 headers: {
-                    Link: components["headers"]["NextLink"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     "API-Key-Expires": components["headers"]["ApiKeyExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -1405,7 +1425,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Orders"];
+                    "application/json": components["schemas"]["OrderPage"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1426,9 +1446,7 @@ export interface operations {
                 /**
                  * @description Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                  *     retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                 *     create, and send the same key when you retry it.
-                 *
-                 *     Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                 *     create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                  *     same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                  *     `Location` and `ETag`, even if the animal or order changed or was removed since), with
                  *     `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -1587,7 +1605,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpoints"];
+                    "application/json": components["schemas"]["WebhookEndpointPage"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1886,7 +1904,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookDeliveries"];
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -11,22 +11,22 @@ from typing_extensions import deprecated
 
 from .._base import NOT_GIVEN, AsyncBase, AsyncPager, Call, NotGiven, Page, RequestOptions, Result, SyncBase, with_etag
 from . import operations as _op
-from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPatch, OrderStatus, Pet, PetPatch, PetStatus, WebhookDelivery, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
+from .models import NewOrder, NewPet, NewWebhookEndpoint, Order, OrderPage, OrderPatch, OrderStatus, Pet, PetPage, PetPatch, PetStatus, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage, WebhookEndpointPatch, WebhookEndpointWithSecret, WebhookEventQueued
 
 
 def _none(_: Any) -> None:
     return None
 
 
-_adapter_list_pet: TypeAdapter[list[Pet]] = TypeAdapter(list[Pet])
+_adapter_pet_page: TypeAdapter[PetPage] = TypeAdapter(PetPage)
 _adapter_pet: TypeAdapter[Pet] = TypeAdapter(Pet)
-_adapter_list_order: TypeAdapter[list[Order]] = TypeAdapter(list[Order])
+_adapter_order_page: TypeAdapter[OrderPage] = TypeAdapter(OrderPage)
 _adapter_order: TypeAdapter[Order] = TypeAdapter(Order)
-_adapter_list_webhook_endpoint: TypeAdapter[list[WebhookEndpoint]] = TypeAdapter(list[WebhookEndpoint])
+_adapter_webhook_endpoint_page: TypeAdapter[WebhookEndpointPage] = TypeAdapter(WebhookEndpointPage)
 _adapter_webhook_endpoint_with_secret: TypeAdapter[WebhookEndpointWithSecret] = TypeAdapter(WebhookEndpointWithSecret)
 _adapter_webhook_endpoint: TypeAdapter[WebhookEndpoint] = TypeAdapter(WebhookEndpoint)
 _adapter_webhook_event_queued: TypeAdapter[WebhookEventQueued] = TypeAdapter(WebhookEventQueued)
-_adapter_list_webhook_delivery: TypeAdapter[list[WebhookDelivery]] = TypeAdapter(list[WebhookDelivery])
+_adapter_webhook_delivery_page: TypeAdapter[WebhookDeliveryPage] = TypeAdapter(WebhookDeliveryPage)
 
 
 class PetstoreMethods(SyncBase):
@@ -40,12 +40,13 @@ class PetstoreMethods(SyncBase):
         id: Sequence[int] | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Page[Pet]:
+    ) -> Result[PetPage, str | None]:
         """List animals
 
-        Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-        When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-        an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+        Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+        of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+        it back as `cursor`, with the same filters, to get the next page. On the last page it is
+        `null`.
         `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
         `status`, only those that also have it. This is how to fetch one animal by its id: with a
         single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -57,17 +58,17 @@ class PetstoreMethods(SyncBase):
             status: Only animals with this status.
             id: Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
                 no animal are left out of the page, not an error.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListPetsErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._page(
+        return self._send(
             Call(_op.LIST_PETS, path={}, query={"limit": limit, "status": status, "id": id, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_list_pet.validate_python,
+            _adapter_pet_page.validate_python,
         )
 
     def create_pet(
@@ -88,9 +89,7 @@ class PetstoreMethods(SyncBase):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-                
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -203,29 +202,30 @@ class PetstoreMethods(SyncBase):
         status: OrderStatus | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Page[Order]:
+    ) -> Result[OrderPage, str | None]:
         """List orders
 
-        Returns the store's orders in ascending `id` order (the order they were placed in), paged
-        exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-        follow. Beta: it may change in a minor version.
+        Returns a page of the store's orders in ascending `id` order (the order they were placed
+        in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+        `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+        Beta: it may change in a minor version.
 
         ``GET /store/orders``; scope ``orders:read``; stability: beta.
 
         Args:
             limit: Page size, from 1 to 100. Outside that range is a 400 (never clamped).
             status: Only orders with this status.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._page(
+        return self._send(
             Call(_op.LIST_ORDERS, path={}, query={"limit": limit, "status": status, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_list_order.validate_python,
+            _adapter_order_page.validate_python,
         )
 
     def place_order(
@@ -248,9 +248,7 @@ class PetstoreMethods(SyncBase):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-                
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -322,11 +320,13 @@ class PetstoreMethods(SyncBase):
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookEndpoint], str | None]:
+    ) -> Result[WebhookEndpointPage, str | None]:
         """List webhook endpoints
 
-        The endpoints of the account whose key sends the request, in ascending `id` order. Their
-        signing secrets are never shown again.
+        The endpoints of the account whose key sends the request, in ascending `id` order, as
+        `{data, nextCursor}`: all of them on one page (an account has at most
+        `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+        again.
 
         ``GET /webhooks``; scope ``webhooks:manage``.
 
@@ -336,7 +336,7 @@ class PetstoreMethods(SyncBase):
         """
         return self._send(
             Call(_op.LIST_WEBHOOKS, path={}, query={}, headers={}, body=None, options=options),
-            _adapter_list_webhook_endpoint.validate_python,
+            _adapter_webhook_endpoint_page.validate_python,
         )
 
     def create_webhook(
@@ -509,13 +509,14 @@ class PetstoreMethods(SyncBase):
         *,
         limit: int | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookDelivery], str | None]:
+    ) -> Result[WebhookDeliveryPage, str | None]:
         """List recent delivery attempts
 
-        The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-        event's id and type, the attempt's number, the response status or the error, how long it
-        took, and when the next attempt is due, if any. Attempts are kept for
-        `WEBHOOK_RETENTION` (default 7 days).
+        The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+        `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+        status or the error, how long it took, and when the next attempt is due, if any. Attempts
+        are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+        `nextCursor` is `null`.
 
         ``GET /webhooks/{webhookId}/deliveries``; scope ``webhooks:manage``.
 
@@ -529,14 +530,14 @@ class PetstoreMethods(SyncBase):
         """
         return self._send(
             Call(_op.LIST_WEBHOOK_DELIVERIES, path={"webhookId": webhook_id}, query={"limit": limit}, headers={}, body=None, options=options),
-            _adapter_list_webhook_delivery.validate_python,
+            _adapter_webhook_delivery_page.validate_python,
         )
 
 
 class AsyncPetstoreMethods(AsyncBase):
     """The async client's methods, one per operation."""
 
-    def list_pets(
+    async def list_pets(
         self,
         *,
         limit: int | NotGiven = NOT_GIVEN,
@@ -544,12 +545,13 @@ class AsyncPetstoreMethods(AsyncBase):
         id: Sequence[int] | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> AsyncPager[Pet]:
+    ) -> Result[PetPage, str | None]:
         """List animals
 
-        Returns the animals in ascending `id` order (creation order), at most `limit` of them.
-        When more follow, the response carries a `Link` header with `rel="next"` whose URL holds
-        an opaque `cursor`; follow it to get the next page. The last page has no `Link`.
+        Returns a page of the animals in ascending `id` order (creation order), at most `limit`
+        of them, as `{data, nextCursor}`. When more follow, `nextCursor` is an opaque cursor: send
+        it back as `cursor`, with the same filters, to get the next page. On the last page it is
+        `null`.
         `id` fetches given animals (`?id=3,7,12`): those that exist, in `id` order; combined with
         `status`, only those that also have it. This is how to fetch one animal by its id: with a
         single id (`?id=3`), the response carries the animal's `ETag` too, as `If-Match` takes it.
@@ -561,17 +563,17 @@ class AsyncPetstoreMethods(AsyncBase):
             status: Only animals with this status.
             id: Only the animals with these ids: 1 to 100 ids, comma-separated (`id=3,7,12`). Ids that name
                 no animal are left out of the page, not an error.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListPetsErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._pager(
+        return await self._send(
             Call(_op.LIST_PETS, path={}, query={"limit": limit, "status": status, "id": id, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_list_pet.validate_python,
+            _adapter_pet_page.validate_python,
         )
 
     async def create_pet(
@@ -592,9 +594,7 @@ class AsyncPetstoreMethods(AsyncBase):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-                
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -700,36 +700,37 @@ class AsyncPetstoreMethods(AsyncBase):
             )
         )
 
-    def list_orders(
+    async def list_orders(
         self,
         *,
         limit: int | NotGiven = NOT_GIVEN,
         status: OrderStatus | NotGiven = NOT_GIVEN,
         cursor: str | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> AsyncPager[Order]:
+    ) -> Result[OrderPage, str | None]:
         """List orders
 
-        Returns the store's orders in ascending `id` order (the order they were placed in), paged
-        exactly as `GET /pets` is: at most `limit`, and a `Link` with `rel="next"` while more
-        follow. Beta: it may change in a minor version.
+        Returns a page of the store's orders in ascending `id` order (the order they were placed
+        in), paged exactly as `GET /pets` is: at most `limit`, as `{data, nextCursor}`, whose
+        `nextCursor` is sent back as `cursor` while more follow and is `null` on the last page.
+        Beta: it may change in a minor version.
 
         ``GET /store/orders``; scope ``orders:read``; stability: beta.
 
         Args:
             limit: Page size, from 1 to 100. Outside that range is a 400 (never clamped).
             status: Only orders with this status.
-            cursor: Opaque position in the list, taken from the `Link: rel="next"` header of the previous
-                page. It holds the list and the filters it was made under: a malformed cursor, or one used
-                with another list or other filters (`status`, `id`), is a 400; `limit` may change.
+            cursor: Opaque position in the list: the `nextCursor` of the previous page, as it was given. It
+                holds the list and the filters it was made under: a malformed cursor, or one used with
+                another list or other filters (`status`, `id`), is a 400; `limit` may change.
 
         Raises:
             PetstoreError[ListOrdersErrorCode]: the API answered an error.
             PetstoreNetworkError: no answer came, after the retries the contract makes safe.
         """
-        return self._pager(
+        return await self._send(
             Call(_op.LIST_ORDERS, path={}, query={"limit": limit, "status": status, "cursor": cursor}, headers={}, body=None, options=options),
-            _adapter_list_order.validate_python,
+            _adapter_order_page.validate_python,
         )
 
     async def place_order(
@@ -752,9 +753,7 @@ class AsyncPetstoreMethods(AsyncBase):
         Args:
             idempotency_key: Required (since 2.0.0: a create without one is a `400` naming this header, as a client that
                 retries a create without one may make it twice). Generate a new key, a UUID say, for each
-                create, and send the same key when you retry it.
-                
-                Makes a create safe to retry. A retry with the same key and the same body, sent with the
+                create, and send the same key when you retry it. It makes a create safe to retry. A retry with the same key and the same body, sent with the
                 same API key within 24 hours, answers with the original 201 as it was sent (the same body,
                 `Location` and `ETag`, even if the animal or order changed or was removed since), with
                 `Idempotent-Replayed: true`, and creates nothing, even when the two requests race. The
@@ -826,11 +825,13 @@ class AsyncPetstoreMethods(AsyncBase):
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookEndpoint], str | None]:
+    ) -> Result[WebhookEndpointPage, str | None]:
         """List webhook endpoints
 
-        The endpoints of the account whose key sends the request, in ascending `id` order. Their
-        signing secrets are never shown again.
+        The endpoints of the account whose key sends the request, in ascending `id` order, as
+        `{data, nextCursor}`: all of them on one page (an account has at most
+        `WEBHOOK_MAX_ENDPOINTS`), so `nextCursor` is `null`. Their signing secrets are never shown
+        again.
 
         ``GET /webhooks``; scope ``webhooks:manage``.
 
@@ -840,7 +841,7 @@ class AsyncPetstoreMethods(AsyncBase):
         """
         return await self._send(
             Call(_op.LIST_WEBHOOKS, path={}, query={}, headers={}, body=None, options=options),
-            _adapter_list_webhook_endpoint.validate_python,
+            _adapter_webhook_endpoint_page.validate_python,
         )
 
     async def create_webhook(
@@ -1013,13 +1014,14 @@ class AsyncPetstoreMethods(AsyncBase):
         *,
         limit: int | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> Result[list[WebhookDelivery], str | None]:
+    ) -> Result[WebhookDeliveryPage, str | None]:
         """List recent delivery attempts
 
-        The endpoint's most recent delivery attempts, newest first, at most `limit`: each with the
-        event's id and type, the attempt's number, the response status or the error, how long it
-        took, and when the next attempt is due, if any. Attempts are kept for
-        `WEBHOOK_RETENTION` (default 7 days).
+        The endpoint's most recent delivery attempts, newest first, at most `limit`, as
+        `{data, nextCursor}`: each with the event's id and type, the attempt's number, the response
+        status or the error, how long it took, and when the next attempt is due, if any. Attempts
+        are kept for `WEBHOOK_RETENTION` (default 7 days). Only the most recent page is served, so
+        `nextCursor` is `null`.
 
         ``GET /webhooks/{webhookId}/deliveries``; scope ``webhooks:manage``.
 
@@ -1033,5 +1035,5 @@ class AsyncPetstoreMethods(AsyncBase):
         """
         return await self._send(
             Call(_op.LIST_WEBHOOK_DELIVERIES, path={"webhookId": webhook_id}, query={"limit": limit}, headers={}, body=None, options=options),
-            _adapter_list_webhook_delivery.validate_python,
+            _adapter_webhook_delivery_page.validate_python,
         )

@@ -51,6 +51,15 @@ class Pet(BaseModel):
     """
 
 
+class PetPage(BaseModel):
+    """A page of animals and where the next one starts."""
+
+    model_config = _MODEL
+
+    data: list[Pet]
+    next_cursor: str | None = Field(validation_alias="nextCursor", serialization_alias="nextCursor")
+
+
 class NewPet(BaseModel):
     """An animal to add. Only these fields are allowed."""
 
@@ -106,6 +115,15 @@ class Order(BaseModel):
     """When its status last changed (UTC, milliseconds)."""
 
 
+class OrderPage(BaseModel):
+    """A page of orders and where the next one starts."""
+
+    model_config = _MODEL
+
+    data: list[Order]
+    next_cursor: str | None = Field(validation_alias="nextCursor", serialization_alias="nextCursor")
+
+
 class NewOrder(BaseModel):
     """An order to place, for one available animal."""
 
@@ -148,6 +166,15 @@ class WebhookEndpoint(BaseModel):
     """When the secret was last rotated; the previous one signs too until `previousSecretExpiresAt`."""
     previous_secret_expires_at: datetime | None = Field(default=None, validation_alias="previousSecretExpiresAt", serialization_alias="previousSecretExpiresAt")
     """Until when messages are also signed with the previous secret."""
+
+
+class WebhookEndpointPage(BaseModel):
+    """An account's endpoints, all on one page."""
+
+    model_config = _MODEL
+
+    data: list[WebhookEndpoint]
+    next_cursor: str | None = Field(validation_alias="nextCursor", serialization_alias="nextCursor")
 
 
 class NewWebhookEndpoint(BaseModel):
@@ -222,6 +249,15 @@ class WebhookDelivery(BaseModel):
     duration_ms: int = Field(validation_alias="durationMs", serialization_alias="durationMs")
     next_attempt_at: datetime | None = Field(default=None, validation_alias="nextAttemptAt", serialization_alias="nextAttemptAt")
     """When the next attempt is due; absent when this one succeeded or was the last."""
+
+
+class WebhookDeliveryPage(BaseModel):
+    """The most recent delivery attempts, newest first."""
+
+    model_config = _MODEL
+
+    data: list[WebhookDelivery]
+    next_cursor: str | None = Field(validation_alias="nextCursor", serialization_alias="nextCursor")
 
 
 class PetCreated(ReceivedEvent):
@@ -368,6 +404,12 @@ WebhookDeliveries: TypeAlias = list[WebhookDelivery]
 """Delivery attempts, newest first."""
 
 
+NextCursor: TypeAlias = str | None
+"""Where the next page starts: send it back as the `cursor` query parameter, with the same
+filters (`limit` may change). `null` on the last page.
+"""
+
+
 Orders: TypeAlias = list[Order]
 """A page of orders in ascending `id` order."""
 
@@ -412,19 +454,23 @@ EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 __all__ = [
     "ReceivedEvent",
     "PetStatus",
+    "PetPage",
     "Pet",
     "NewPet",
     "PetPatch",
     "OrderStatus",
+    "OrderPage",
     "Order",
     "NewOrder",
     "OrderPatch",
+    "WebhookEndpointPage",
     "WebhookEndpoint",
     "EventType",
     "NewWebhookEndpoint",
     "WebhookEndpointWithSecret",
     "WebhookEndpointPatch",
     "WebhookEventQueued",
+    "WebhookDeliveryPage",
     "WebhookDelivery",
     "PetCreated",
     "PetUpdated",
@@ -442,6 +488,7 @@ __all__ = [
     "WebhookEvents",
     "WebhookEndpoints",
     "WebhookDeliveries",
+    "NextCursor",
     "Orders",
     "Pets",
     "Error",

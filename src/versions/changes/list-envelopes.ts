@@ -1,0 +1,69 @@
+import type { VersionChange, VersionedResponse } from '../change.js';
+
+/** A page as v2's lists answer it. */
+interface Envelope {
+  data: unknown[];
+  nextCursor: string | null;
+}
+
+/**
+ * v1's operations answered by a v2 list: v2's lists, and getPet, which v2 answers with listPets
+ * (getPetRemoved, listed before this change, makes the one pet of the array v1's getPet answer).
+ */
+const ENVELOPED = new Set(['listPets', 'listOrders', 'listWebhooks', 'listWebhookDeliveries', 'getPet']);
+
+/**
+ * The lists v1 pages with `Link: rel="next"`, and the query parameters its URL keeps, in the order
+ * v1 has always written them (`cursor` last); v1's webhook lists are served whole, without one.
+ */
+const LINKED_QUERY: Readonly<Record<string, readonly string[]>> = {
+  listPets: ['limit', 'status', 'id'],
+  listOrders: ['limit', 'status'],
+};
+
+function isEnvelope(body: unknown): body is Envelope {
+  return typeof body === 'object' && body !== null && Array.isArray((body as Partial<Envelope>).data);
+}
+
+/** A validated query parameter as v1's `Link` writes it: a list of ids comma-separated (`id=3,7`). */
+function written(value: unknown): string | undefined {
+  if (Array.isArray(value)) return value.join(',');
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+}
+
+/** v1's `Link` to the next page: the request's path and its query, with the cursor v2 gave. */
+function nextLink({ url = '', query = {} }: VersionedResponse, kept: readonly string[], cursor: string): string {
+  const queryAt = url.indexOf('?');
+  const path = queryAt === -1 ? url : url.slice(0, queryAt);
+  const next = new URLSearchParams();
+  for (const name of kept) {
+    const value = written(query[name]);
+    if (value !== undefined) next.set(name, value);
+  }
+  next.set('cursor', cursor);
+  return `<${path}?${next.toString()}>; rel="next"`;
+}
+
+/**
+ * v2's lists answer a page as `{data, nextCursor}`, the cursor in the body where every client reads
+ * it, not in a header some proxies and browsers' CORS hide. v1 keeps its bare arrays, and the next
+ * page in `Link: rel="next"` with the same cursor, so a cursor from either version pages on in the
+ * other.
+ */
+export const listEnvelopes: VersionChange = {
+  description:
+    'Lists (GET /pets, /store/orders, /webhooks and /webhooks/{webhookId}/deliveries) answer {data, nextCursor} instead of a bare array: the next page is asked for with ?cursor={nextCursor}, and no Link header is sent.',
+  // GET /store/orders is beta (x-stability-level), so its envelope is no breaking difference to cover.
+  covers: [
+    { at: 'GET /pets responses/200' },
+    { at: 'GET /webhooks responses/200/content' },
+    { at: 'GET /webhooks/{webhookId}/deliveries responses/200/content' },
+  ],
+  responseDown: (response) => {
+    if (response.status !== 200 || !ENVELOPED.has(response.operationId) || !isEnvelope(response.body)) return;
+    const { data, nextCursor } = response.body;
+    response.body = data;
+    const kept = LINKED_QUERY[response.operationId];
+    if (nextCursor !== null && kept !== undefined) response.headers.link = nextLink(response, kept, nextCursor);
+  },
+};
