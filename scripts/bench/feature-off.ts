@@ -10,18 +10,32 @@ import { isMainThread } from 'node:worker_threads';
 /** A feature: in which built file, which text, replaced by what. */
 export const REWRITES: Record<string, { file: string; from: string; to: string }[]> = {
   'request id': [
-    { file: 'dist/src/app.js', from: `REQUEST_ID.test(sent) ? sent : randomUUID()`, to: `'-'` },
-    { file: 'dist/src/app.js', from: `reply.header('x-request-id', request.id).header(`, to: `reply.header(` },
+    { file: 'dist/src/app/server-options.js', from: `REQUEST_ID.test(sent) ? sent : randomUUID()`, to: `'-'` },
+    {
+      file: 'dist/src/app/operation-hooks.js',
+      from: `reply.header('x-request-id', request.id).header(`,
+      to: `reply.header(`,
+    },
   ],
-  'deprecation headers': [{ file: 'dist/src/app.js', from: `onRequest.push(markDeprecated(deprecation));`, to: `;` }],
+  'deprecation headers': [
+    { file: 'dist/src/app/operation-hooks.js', from: `onRequest.push(markDeprecated(deprecation));`, to: `;` },
+  ],
   'auth and scope check': [
-    { file: 'dist/src/app.js', from: `onRequest.push(authenticate);`, to: `;` },
-    { file: 'dist/src/app.js', from: `onRequest.push(requireScopes(operation.scopes, refuse));`, to: `;` },
+    {
+      file: 'dist/src/app/operation-hooks.js',
+      from: `onRequest.push(migrate === undefined ? authenticate : authenticator(refuseHere));`,
+      to: `;`,
+    },
+    {
+      file: 'dist/src/app/operation-hooks.js',
+      from: `onRequest.push(requireScopes(operation.scopes, refuseHere));`,
+      to: `;`,
+    },
   ],
   ETag: [{ file: 'dist/src/handlers/pets.js', from: `reply.header('etag', entityTag(versioned));`, to: `` }],
   // fastify then writes the body with JSON.stringify rather than the contract's compiled serializer.
   'compiled serialization': [
-    { file: 'dist/src/app.js', from: `responses[status] = json;`, to: `delete responses[status];` },
+    { file: 'dist/src/app/version-routes.js', from: `responses[status] = json;`, to: `delete responses[status];` },
   ],
 };
 
