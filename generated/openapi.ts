@@ -169,6 +169,9 @@ export interface paths {
          *     `pet.*`, `orders:read` for `order.*`): a key without it gets `403` `insufficient_scope`
          *     naming it. An account has at most `WEBHOOK_MAX_ENDPOINTS` endpoints (default 20): one
          *     more is a `409` `webhook_limit_reached`.
+         *
+         *     `apiVersion` is the API version of the payloads it receives: `v2` (these) unless it names
+         *     `v1`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -201,7 +204,8 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook endpoint
-         * @description Changes the endpoint's `url`, `events` or `enabled`, with a JSON merge patch
+         * @description Changes the endpoint's `url`, `events`, `enabled` or `apiVersion` (the version of the
+         *     payloads it receives from its next delivery on), with a JSON merge patch
          *     (`application/merge-patch+json`). Enabling an endpoint that was disabled (by a `410 Gone`,
          *     or a day of failures) clears `disabledReason` and resumes its deliveries. A new `url` is
          *     checked as at creation. The key must hold the scope of every kind the endpoint is
@@ -473,16 +477,28 @@ export interface components {
         WebhookUrl: string;
         /** @description The event types the endpoint receives, each once. */
         WebhookEvents: components["schemas"]["EventType"][];
+        /**
+         * @description The API version whose event payloads the endpoint receives: `v2`'s are the ones described
+         *     under `webhooks` here; a `v1` endpoint receives v1's (`/v1/openapi.json`), the same events
+         *     migrated down for it, each signed over exactly the bytes sent. An endpoint made through
+         *     `/v2` is `v2` unless its create names another; one made through `/v1`, and every endpoint
+         *     made before v2, is `v1`. `PATCH` changes it: the next delivery is in the new version.
+         * @enum {string}
+         */
+        WebhookApiVersion: "v1" | "v2";
         /** @description An endpoint to subscribe. */
         NewWebhookEndpoint: {
             url: components["schemas"]["WebhookUrl"];
             events: components["schemas"]["WebhookEvents"];
+            /** @default v2 */
+            apiVersion?: components["schemas"]["WebhookApiVersion"];
         };
         /** @description A JSON merge patch of an endpoint (RFC 7396); at least one field. */
         WebhookEndpointPatch: {
             url?: components["schemas"]["WebhookUrl"];
             events?: components["schemas"]["WebhookEvents"];
             enabled?: boolean;
+            apiVersion?: components["schemas"]["WebhookApiVersion"];
         };
         /** @description An endpoint subscribed to events. Its secret is shown only when issued. */
         WebhookEndpoint: {
@@ -495,6 +511,7 @@ export interface components {
             events: components["schemas"]["WebhookEvents"];
             /** @description False while nothing is sent to it (see `disabledReason`). */
             enabled: boolean;
+            apiVersion: components["schemas"]["WebhookApiVersion"];
             /**
              * @description Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
              *     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -522,6 +539,7 @@ export interface components {
             url: components["schemas"]["WebhookEndpoint"]["url"];
             events: components["schemas"]["WebhookEndpoint"]["events"];
             enabled: components["schemas"]["WebhookEndpoint"]["enabled"];
+            apiVersion: components["schemas"]["WebhookEndpoint"]["apiVersion"];
             disabledReason?: components["schemas"]["WebhookEndpoint"]["disabledReason"];
             createdAt: components["schemas"]["WebhookEndpoint"]["createdAt"];
             updatedAt: components["schemas"]["WebhookEndpoint"]["updatedAt"];
@@ -701,22 +719,43 @@ export interface components {
             data: components["schemas"]["Pets"];
             nextCursor: components["schemas"]["NextCursor"];
         };
-        /** @description The body of every response that is not a success. */
-        Error: {
+        /**
+         * @description The body of every response that is not a success: a problem detail (RFC 9457), sent as
+         *     `application/problem+json`. `type` identifies the kind of problem and `title` is fixed for
+         *     it (`x-problem-types` lists every one, keyed by `code`); `detail` says what went wrong with
+         *     this request; `status` repeats the HTTP status; `code` is `type`'s last segment, the
+         *     machine-readable code v1's `Error` carried (docs/errors.md).
+         */
+        Problem: {
             /**
-             * @description Machine-readable error code: one of `ErrorCode`'s values. The set grows in minor
-             *     versions, so this is an open string: a client treats a code it does not know as the
-             *     generic error of the response's `status`.
+             * Format: uri
+             * @description The problem type: `https://petstore.example/problems/<code>`, one of `x-problem-types`'
+             *     (a URI that identifies the type; docs/errors.md documents each).
+             * @example https://petstore.example/problems/invalid_request
+             */
+            type: string;
+            /**
+             * @description The problem type's short summary, the same for every problem of that `type`.
+             * @example Invalid request
+             */
+            title: string;
+            /** @description The HTTP status of the response. */
+            status: number;
+            /**
+             * @description What went wrong with this request, for a person to read; for a `400` it names the
+             *     offending field or parameter.
+             */
+            detail: string;
+            /**
+             * @description Machine-readable error code: one of `ErrorCode`'s values, and the last segment of
+             *     `type`. The set grows in minor versions, so this is an open string: a client treats a
+             *     code it does not know as the generic error of the response's `status`.
              * @example invalid_request
              */
             code: string;
-            /** @description Human-readable description; for a 400 it names the offending field or parameter. */
-            message: string;
-            /** @description The HTTP status of the response. */
-            status: number;
         };
         /**
-         * @description The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
+         * @description The codes `Problem.code` takes in this version: `invalid_request`, `malformed_json` and
          *     `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
          *     (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
          *     `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
@@ -735,32 +774,32 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description A parameter or the body is invalid (`invalid_request`, `malformed_json`), or the URL is one
-         *     the server must not send to (`webhook_url_refused`; the message says why).
+         *     the server must not send to (`webhook_url_refused`; the detail says why).
          */
         WebhookBadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description The API key is valid but lacks the scope this operation needs (decided before the body is
          *     read), or the scope an event kind in `events` needs (each kind's `x-scope`, the scope that
-         *     reads its data: decided once the body is read). The message names the scope.
+         *     reads its data: decided once the body is read). The detail names the scope.
          */
         WebhookForbidden: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -772,7 +811,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The endpoint is disabled; enable it (`PATCH`, `enabled`) first. */
@@ -781,7 +820,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -801,19 +840,19 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
          * @description A parameter or the body is invalid, or a query parameter is not one the operation declares
-         *     (the message names it); or the body is not valid JSON.
+         *     (the detail names it); or the body is not valid JSON.
          */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -829,11 +868,11 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
-         * @description The API key is valid but lacks the scope this operation needs (the message names it);
+         * @description The API key is valid but lacks the scope this operation needs (the detail names it);
          *     decided after authentication and before the body is read.
          */
         Forbidden: {
@@ -841,7 +880,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The path exists but not with this method. */
@@ -851,7 +890,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description No animal has this id (or it was removed). */
@@ -860,7 +899,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description No order has this id. */
@@ -869,7 +908,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -883,7 +922,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -897,7 +936,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The `Idempotency-Key` was already used, within 24 hours, with a different body. */
@@ -906,7 +945,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -924,7 +963,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -936,7 +975,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description The body is larger than 16 KiB. */
@@ -945,7 +984,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -962,7 +1001,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -976,7 +1015,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -992,16 +1031,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An unexpected failure in the service; the message reveals nothing of it. */
+        /** @description An unexpected failure in the service; the detail reveals nothing of it. */
         InternalError: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
     };
@@ -1249,7 +1288,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             405: components["responses"]["MethodNotAllowed"];

@@ -137,6 +137,8 @@ export async function buildApp({
       connections,
       metrics,
       frameworkErrors: answerFrameworkError,
+      clientErrorAnswer: (target, error) =>
+        versions.unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared },
     }),
   );
 
@@ -148,10 +150,17 @@ export async function buildApp({
   const overloaded = overloadedError(overloadSettings);
   await app.register(overload, { shedder, answerFor: shedAnswers(versions, paths, overloaded) });
   await app.register(framing);
-  await app.register(errors, { sendUnrouted });
+  await app.register(errors, {
+    sendUnrouted,
+    isOperation: (request) => paths.match(request.url)?.operations.has(request.method) === true,
+  });
   await app.register(notFound, { paths, onUnmatchedResponse, unserved: UNSERVED_DOCS_PATHS, sendError: sendUnrouted });
   await app.register(jsonBody);
-  await app.register(health, { storage, overloaded: () => (app.isUnderPressure() ? overloaded : undefined) });
+  await app.register(health, {
+    storage,
+    overloaded: () => (app.isUnderPressure() ? overloaded : undefined),
+    sendError: sendUnrouted,
+  });
   await app.register(docs, { contracts: versions.all, publicUrl });
 
   const limits = await rateLimits(app, rateLimit, redis);

@@ -4,6 +4,7 @@ import { ensureDevelopmentKey } from './auth/development-account.js';
 import { buildApp } from './app.js';
 import { loadConfig } from './config/environment.js';
 import { Dispatcher } from './events/dispatcher.js';
+import { VersionChain } from './versions/chain.js';
 import { API_VERSIONS } from './versions/index.js';
 import { servedContracts } from './versions/served.js';
 import { redisClient, redisLocation } from './plugins/rate-limit/redis.js';
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
   const deliveries = new Dispatcher(
     served.deliveries,
     config.webhooks,
+    new VersionChain(API_VERSIONS),
     metrics?.deliveries,
     (error) => app.log.error({ err: error }, 'webhook delivery failed'),
     tracing?.deliveries,

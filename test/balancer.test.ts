@@ -7,9 +7,10 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import t from 'tap';
 import { freePort } from '../scripts/local-servers.js';
 import { projectRoot } from '../src/contract/paths.js';
-import { parseRawResponse, type Teardown } from './helpers/api.js';
+import type { Teardown } from './helpers/api.js';
 import { balancerClient, type Client, lostPets, SteadyLoad, summary, UUID } from './helpers/balancer-load.js';
-import { contract } from './helpers/contract.js';
+import type { Contract } from '../src/contract/document.js';
+import { contract, servedVersions } from './helpers/contract.js';
 import {
   type Balancer,
   balancerCertificate,
@@ -79,7 +80,7 @@ async function underLoad(t: Teardown, keyedCreates = false) {
 }
 
 t.test(
-  'deploy/haproxy.cfg: accepted as shipped, its error files the contract Error body',
+  "deploy/haproxy.cfg: accepted as shipped, its errors each version's error body",
   { skip: noHaproxy },
   async (t) => {
     const documented = {
@@ -95,29 +96,42 @@ t.test(
     t.not(unset.code, 0, 'without the required settings it refuses');
     t.match(unset.output, /set PETSTORE_LB_CERT, PETSTORE_INSTANCE_1 and PETSTORE_INSTANCE_2/, unset.output);
 
-    const isErrorBody = new Ajv2020({ strict: false }).compile(
-      contract.dereferenced.components?.schemas?.Error as object,
-    );
+    // Each answer's body in each version's words: v1's Error, v2's Problem (test/v2-problems.test.ts
+    // sees them answered, with their headers).
+    const schemas = (served: Contract, name: string) =>
+      new Ajv2020({ strict: false }).compile(served.dereferenced.components?.schemas?.[name] as object);
+    const bodies = { v1: schemas(contract, 'Error'), v2: schemas(servedVersions.contract, 'Problem') };
     const codes = (contract.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum;
     const errors = join(projectRoot, 'deploy/errors');
-    t.same(readdirSync(errors).sort(), ['502.http', '503.http', '504.http']);
+    t.same(readdirSync(errors).sort(), ['502.map', '503.map', '504.map']);
     for (const file of readdirSync(errors)) {
-      const raw = readFileSync(join(errors, file), 'utf8');
-      const answer = parseRawResponse(raw);
       const status = Number(file.slice(0, 3));
-      t.equal(answer.statusCode, status, `${file}: its status line`);
-      const body = JSON.parse(answer.body) as { code: string; status: number };
-      t.ok(isErrorBody(body), `${file}: the body is an Error: ${JSON.stringify(isErrorBody.errors)}`);
-      t.equal(body.status, status, `${file}: with its status`);
-      t.ok(codes.includes(body.code), `${file}: and a code of ErrorCode's (${body.code})`);
-      t.equal(answer.headers['content-type'], 'application/json');
-      t.equal(answer.headers['content-length'], String(Buffer.byteLength(answer.body)), `${file}: Content-Length`);
-      t.match(answer.headers['retry-after'], /^[1-9]\d*$/, `${file}: Retry-After`);
-      if (status !== 503) {
-        // The instance may have carried the request out: a create retried without its key would be made twice.
-        t.match(body, { message: /may or may not have been carried out.*Idempotency-Key/ }, `${file}: outcome unknown`);
+      const lines = readFileSync(join(errors, file), 'utf8')
+        .split('\n')
+        .filter((line) => line !== '' && !line.startsWith('#'));
+      const byVersion = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)]),
+      );
+      t.same(Object.keys(byVersion), ['v1', 'v2'], `${file}: a body for each version`);
+      for (const [version, isBody] of Object.entries(bodies)) {
+        const body = JSON.parse(byVersion[version] ?? '') as {
+          code: string;
+          status: number;
+          message?: string;
+          detail?: string;
+        };
+        t.ok(isBody(body), `${file} ${version}: ${JSON.stringify(isBody.errors)}`);
+        t.equal(body.status, status, `${file} ${version}: with its status`);
+        t.ok(codes.includes(body.code), `${file} ${version}: and a code of ErrorCode's (${body.code})`);
+        if (status !== 503) {
+          // The instance may have carried the request out: a create retried without its key would be made twice.
+          t.match(
+            body.message ?? body.detail,
+            /may or may not have been carried out.*Idempotency-Key/,
+            `${file}: outcome unknown`,
+          );
+        }
       }
-      t.match(raw, /^[^]*?\r\n\r\n/, 'CRLF line ends, as HTTP has them');
     }
   },
 );
@@ -231,7 +245,7 @@ t.test(
     t.same(
       failed.filter((outcome) => outcome.status !== 502 && outcome.failure !== 'Error: socket hang up'),
       [],
-      "each failure is the balancer's 502 (deploy/errors/502.http) or a connection it closed unanswered",
+      "each failure is the balancer's 502 (deploy/errors/502.map) or a connection it closed unanswered",
     );
     t.same(await lostPets(call, load), [], `every one of the ${load.created.length} acknowledged pets is stored`);
   },

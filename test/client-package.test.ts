@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import { listen, startApi, temporaryDirectory } from './helpers/api.js';
+import { servedVersions } from './helpers/contract.js';
 import { closedPort } from './helpers/receiver.js';
 
 const run = promisify(execFile);
@@ -74,7 +75,7 @@ const PREAMBLE = `declare const petstore: import('@petstore/client').PetstoreCli
 
 /** What the types promise a user, and what they refuse: each `@ts-expect-error` must meet an error. */
 const TYPING = `
-import { canMove, createClient, isPetstoreError, unwrap, type ReportedCode, type ErrorCodes } from '@petstore/client';
+import { canMove, createClient, isPetstoreError, unwrap, type ReportedCode, type ErrorCodes } from '@petstore/client/v1';
 
 // The codes of each status, from the contract's x-error-codes.
 export const conflict: ErrorCodes['placeOrder'][409] = 'pet_not_available';
@@ -159,9 +160,14 @@ t.test('the packed client installs alone, type-checks strict, and runs the docs 
   );
 
   const api = await startApi(t);
-  const { baseUrl } = await listen(t, api);
+  // The docs' example is of `@petstore/client`, the newest version's client: it is given that version's base URL.
+  const { origin } = await listen(t, api);
   const ran = await run(process.execPath, [join(project, 'out', 'example.js')], {
-    env: { ...process.env, PETSTORE_BASE_URL: baseUrl, PETSTORE_API_KEY: api.key },
+    env: {
+      ...process.env,
+      PETSTORE_BASE_URL: `${origin}${servedVersions.contract.basePath}`,
+      PETSTORE_API_KEY: api.key,
+    },
   });
   t.match(ran.stdout, /order \d+ completed; replayed: false/, 'the example ran to its end (exit 0)');
   const pets = await api.request({ method: 'GET', url: '/v1/pets', headers: api.auth });
@@ -180,11 +186,13 @@ t.test('the packed client installs alone, type-checks strict, and runs the docs 
   });
   t.teardown(() => void receiver.kill());
   receiver.stdout.resume();
+  // An event as a v2 endpoint gets it (the receiver is of `@petstore/client`, v2's): the animal with its timestamps.
+  const at = new Date().toISOString();
   const body = Buffer.from(
     JSON.stringify({
       type: 'pet.created',
-      timestamp: new Date().toISOString(),
-      data: { id: 7, name: 'Zo\u00eb', categoryId: 1, status: 'available' },
+      timestamp: at,
+      data: { id: 7, name: 'Zo\u00eb', categoryId: 1, status: 'available', createdAt: at, updatedAt: at },
     }),
   );
   t.equal(await deliveredInTwoChunks(port, secret, body), 204, 'the docs receiver verified it');

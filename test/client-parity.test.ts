@@ -17,13 +17,17 @@ import {
   type ReceivedEvent,
   type Retry,
   unwrap,
-} from '../clients/typescript/src/index.js';
+} from '../clients/typescript/src/v1.js';
+import { unwrap as unwrapV2 } from '../clients/typescript/src/index.js';
+import { deliveredVersion } from './helpers/delivered-version.js';
+
+/** The unwrap of the version whose payloads the server delivers to the suites' endpoints. */
+const unwrapDelivered: typeof unwrap = deliveredVersion === 'v1' ? unwrap : unwrapV2;
 import { projectRoot } from '../src/contract/paths.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';
 import { closedPort, startReceiver } from './helpers/receiver.js';
 import { losingFirstAnswer } from './helpers/lost-answer.js';
-import { itemsOf } from './helpers/list-items.js';
 import { outage } from './helpers/outage.js';
 import { devPython, PIP_ENV, pythonClientDir } from './helpers/python.js';
 import { declaredEvents, eventually, start } from './helpers/webhooks.js';
@@ -283,7 +287,7 @@ for (const client of CLIENTS) {
           return petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${itemsOf(current.data)[0]?.name ?? ''}!` },
+            body: { name: `${current.data[0]?.name ?? ''}!` },
           });
         },
       );
@@ -293,7 +297,7 @@ for (const client of CLIENTS) {
           petstore.updatePet({
             path: { petId },
             header: { 'If-Match': current.etag },
-            body: { name: `${itemsOf(current.data)[0]?.name ?? ''}?` },
+            body: { name: `${current.data[0]?.name ?? ''}?` },
           }),
       );
       outcome = { stale, refused, reads, modified: modified.data, async_name: again.data.name };
@@ -340,12 +344,13 @@ for (const client of CLIENTS) {
       >,
     }));
     let outcome: Outcome;
-    if (client === 'python') outcome = await python(t, 'events', { baseUrl, key }, { secrets, deliveries });
-    else {
+    if (client === 'python') {
+      outcome = await python(t, 'events', { baseUrl, key }, { secrets, deliveries, version: deliveredVersion });
+    } else {
       const received = deliveries.map(({ body, headers }) => {
         const bytes = Buffer.from(body, 'base64');
-        const event = unwrap(bytes, headers, secrets);
-        const alone = secrets.map((secret) => unwrap(bytes.toString(), headers, [secret]).id);
+        const event = unwrapDelivered(bytes, headers, secrets);
+        const alone = secrets.map((secret) => unwrapDelivered(bytes.toString(), headers, [secret]).id);
         return { id: event.id, type: event.type, data: event.data, alone };
       });
       const [first] = deliveries;

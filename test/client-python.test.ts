@@ -8,7 +8,7 @@ import t from 'tap';
 import { projectRoot } from '../src/contract/paths.js';
 import { listen, startApi, temporaryDirectory } from './helpers/api.js';
 import { conformingProxy } from './helpers/conforming-proxy.js';
-import { contract } from './helpers/contract.js';
+import { contract, servedVersions } from './helpers/contract.js';
 import { closedPort } from './helpers/receiver.js';
 import {
   buildWheel,
@@ -40,8 +40,9 @@ t.test(
     t.ok(example.includes('PETSTORE_BASE_URL') && example.includes('PETSTORE_API_KEY'), 'the example reads both');
     writeFileSync(join(dir, 'example.py'), example);
     const api = await startApi(t);
-    // Every answer checked against the contract on its way to the example.
-    const proxy = await conformingProxy(t, (await listen(t, api)).baseUrl);
+    // Every answer checked against the contract on its way to the example, which is of `petstore`,
+    // the newest version's client: it goes to that version's base URL.
+    const proxy = await conformingProxy(t, `${(await listen(t, api)).origin}${servedVersions.contract.basePath}`);
     // PYTHONPATH empty: the installed wheel, not the repository's source.
     const ran = await runPython(python, [join(dir, 'example.py')], {
       PYTHONPATH: '',
@@ -60,7 +61,7 @@ t.test(
 );
 
 /** What a type checker must refuse in a program using the client: each line marked `# refused`. */
-const REFUSALS = `from petstore import PetPatch, Petstore, PetstoreError, can_move, is_petstore_error
+const REFUSALS = `from petstore.v1 import PetPatch, Petstore, PetstoreError, can_move, is_petstore_error
 
 
 def refusals(petstore: Petstore, error: PetstoreError[str]) -> None:
@@ -130,7 +131,7 @@ t.test("a deprecated operation warns when called, with the contract's sunset and
   const names = deprecated.map(({ operationId }) => operationId.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`));
   const script = [
     'import json, warnings',
-    'from petstore import Petstore, PetstoreNetworkError',
+    'from petstore.v1 import Petstore, PetstoreNetworkError',
     `petstore = Petstore("http://127.0.0.1:${port}/v1", "psk_unused", attempts=1)`,
     'said = {}',
     `for name in ${JSON.stringify(names)}:`,

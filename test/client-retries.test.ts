@@ -1,9 +1,8 @@
 // The TypeScript client waits out a real 429 and a real 503 (the database locked by another process
 // on SQLite, stopped on PostgreSQL), honouring Retry-After, and the create it retries is made once.
 import t from 'tap';
-import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/index.js';
+import { createClient, PetstoreError, type Retry } from '../clients/typescript/src/v1.js';
 import { conformingFetch, listen, startApi, type TapTest, type TestApi } from './helpers/api.js';
-import { itemsOf } from './helpers/list-items.js';
 import { outage } from './helpers/outage.js';
 
 /** A client of `api` recording each retry; `beforeFirstRetry` runs once, before the first. */
@@ -58,7 +57,7 @@ t.test('a 503 while the database cannot serve is waited out; the create is made 
   waitedOut(t, retries, 503, 'service_unavailable');
   const listed = await client.listPets();
   t.same(
-    itemsOf(listed.data).map(({ name }) => name),
+    listed.data.map(({ name }) => name),
     ['Resilient'],
     'one pet, not two',
   );

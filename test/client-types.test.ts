@@ -10,7 +10,7 @@ import { projectRoot } from '../src/contract/paths.js';
 import { temporaryDirectory } from './helpers/api.js';
 import { contract } from './helpers/contract.js';
 
-const client = join(projectRoot, 'clients', 'typescript', 'src', 'index.js');
+const client = join(projectRoot, 'clients', 'typescript', 'src', 'v1.js');
 
 const FIXTURE = `
 import { createClient, isKnownCode, isPetstoreError, type PetstoreClient } from '${client}';

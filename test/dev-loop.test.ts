@@ -11,7 +11,7 @@ import { freePort } from '../scripts/local-servers.js';
 import { loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { contract as projectContract } from './helpers/contract.js';
-import { NEW_OPERATION, SHARED_RESPONSES, withNewOperation } from './helpers/new-operation.js';
+import { NEW_OPERATION, NEW_OPERATION_NOT_FOUND, SHARED_RESPONSES, withNewOperation } from './helpers/new-operation.js';
 import { copyProject } from './helpers/project-copy.js';
 
 // The contract-first loop, end to end (docs/contract.md): in a copy of the project, `npm run dev`
@@ -179,14 +179,14 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
   const notFound = await newOperation({ ...auth, prefer: 'code=404' });
   t.equal(notFound.status, 404, 'Prefer: code=404 chooses another documented response');
-  t.same(await notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
+  t.same(await notFound.json(), NEW_OPERATION_NOT_FOUND, "its example, as v2's contract gives it");
   t.match(
     readFileSync(join(copy, 'generated', 'openapi.ts'), 'utf8'),
     new RegExp(operationId),
     'generated/ was regenerated',
   );
   t.match(
-    readFileSync(join(copy, 'clients', 'typescript', 'src', 'generated', 'contract.ts'), 'utf8'),
+    readFileSync(join(copy, 'clients', 'typescript', 'src', 'generated', 'v2', 'contract.ts'), 'utf8'),
     new RegExp(`"${operationId}": \\{\\n    "method": "${method}"`),
     "and the client's: the operation is a method of the client, with no client code written",
   );
@@ -230,14 +230,14 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   // An edited example is served.
   writeFileSync(
     contractFile,
-    readFileSync(contractFile, 'utf8').replace('message: No pet with this id', 'message: Nothing has this id'),
+    readFileSync(contractFile, 'utf8').replace('detail: No pet with this id', 'detail: Nothing has this id'),
   );
   await eventually(
     'the edited example',
     45,
     async () => {
-      const body = (await (await newOperation({ ...auth, prefer: 'code=404' })).json()) as { message?: string };
-      return body.message === 'Nothing has this id' ? true : undefined;
+      const body = (await (await newOperation({ ...auth, prefer: 'code=404' })).json()) as { detail?: string };
+      return body.detail === 'Nothing has this id' ? true : undefined;
     },
     log,
   );

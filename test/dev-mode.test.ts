@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -66,12 +67,18 @@ t.test('development answers an operation without a handler from the contract', a
 
   const notFound = await added({ ...auth, prefer: 'code=404' });
   t.equal(notFound.statusCode, 404, 'Prefer: code=404');
-  t.same(notFound.json(), { code: 'not_found', message: 'No pet with this id', status: 404 });
+  t.same(notFound.json(), {
+    type: 'https://petstore.example/problems/not_found',
+    title: 'Not found',
+    status: 404,
+    detail: 'No pet with this id',
+    code: 'not_found',
+  });
   const named = await added({ ...auth, prefer: 'code=404, example=notFound' });
   t.same(named.json(), notFound.json(), 'Prefer: example=<name>');
   const unknown = await added({ ...auth, prefer: 'code=404; example=nope' });
   t.equal(unknown.statusCode, 400);
-  t.match(unknown.json(), { message: `example=nope: ${operationId} 404 documents only notFound` });
+  t.match(unknown.json(), { detail: `example=nope: ${operationId} 404 documents only notFound` });
   const undocumented = await added({ ...auth, prefer: 'code=418' });
   t.equal(undocumented.statusCode, 400, 'a status the contract does not document is refused');
 
@@ -154,8 +161,14 @@ const shortPetNames = (text: string) => {
   return document.toString();
 };
 
+/** A create, with the Idempotency-Key v2 requires (a new one each time). */
 const createRex = (app: FastifyInstance, headers: Record<string, string>) =>
-  app.inject({ method: 'POST', url: `${NEWEST_BASE}/pets`, headers, payload: { name: 'Rex', categoryId: 1 } });
+  app.inject({
+    method: 'POST',
+    url: `${NEWEST_BASE}/pets`,
+    headers: { ...headers, 'idempotency-key': randomUUID() },
+    payload: { name: 'Rex', categoryId: 1 },
+  });
 
 t.test('development logs a response that breaks the contract, naming operation, status and schema path', async (t) => {
   const { app, auth, logged } = await serve(t, shortPetNames, true);

@@ -359,7 +359,11 @@ t.test('events committed with their change survive the process that wrote them',
   await (await start(t, { databaseUrl: first.databaseUrl })).app.ready();
   await receiver.waitFor(1);
   const created = rex.outcome === 'created' ? rex.created.pet : undefined;
-  t.match(verified(endpoint.secret, receiver.received[0] as Received), { type: 'pet.created', data: created });
+  // The endpoint was made through v1: the pet as v1 has it, without v2's createdAt and updatedAt.
+  const { id, name, categoryId, status } = created ?? {};
+  const payload = verified(endpoint.secret, receiver.received[0] as Received);
+  t.match(payload, { type: 'pet.created' });
+  t.same(payload.data, { id, name, categoryId, status });
 });
 
 t.test('a dead instance’s claim comes due again when its lease ends', async (t) => {

@@ -13,7 +13,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClientContract } from '../contract/client-description.js';
-import { clientFiles, clientGeneratedDir, pythonGeneratedDir } from '../contract/generate-client.js';
+import { clientGeneratedDir, generateClient, pythonGeneratedDir } from '../contract/generate-client.js';
 import { GENERATE_CONFIG } from '../contract/generate-types.js';
 import { RELEASES_DIR } from '../../src/versions/releases.js';
 import { type Drift, files } from './drift.js';
@@ -90,20 +90,20 @@ export async function checkGenerated(root: string, contract?: ClientContract): P
     }
     const expectedDir = join(scratch, files.generated);
     const expected = new Map(filesIn(expectedDir).map((name) => [name, readFileSync(join(expectedDir, name), 'utf8')]));
-    return [...compare(root, files.generated, expected), ...checkClient(root, expected.get('openapi.ts'), contract)];
+    return [...compare(root, files.generated, expected), ...(await checkClient(root, contract))];
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
 /**
- * Each client's generated folder, TypeScript's and Python's, is what the contract generates
- * (`generate:client`): from the types just generated and the contract as loaded; unchecked when the
- * contract could not be.
+ * Each client's generated folder, TypeScript's and Python's, is what the contracts generate
+ * (`generate:client`): every version's folder from its own contract (openapi.yaml as loaded, each
+ * older version's newest release), and nothing else; unchecked when openapi.yaml could not be loaded.
  */
-function checkClient(root: string, types: string | undefined, contract: ClientContract | undefined): Drift[] {
-  if (types === undefined || contract === undefined) return [];
-  const generated = [...clientFiles(types, contract)];
+async function checkClient(root: string, contract: ClientContract | undefined): Promise<Drift[]> {
+  if (contract === undefined) return [];
+  const generated = [...(await generateClient(root, contract))];
   return [clientGeneratedDir, pythonGeneratedDir].flatMap((dir) => {
     const prefix = `${dir}/`;
     const mine = generated.filter(([file]) => file.startsWith(prefix));

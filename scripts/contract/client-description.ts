@@ -10,8 +10,10 @@ const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'D
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 /** The header whose value makes a repeated create answer with the first one (docs/api.md). */
 const IDEMPOTENCY_KEY = 'idempotency-key';
-/** The query parameter a `Link: rel="next"` URL adds to fetch the next page (docs/api.md). */
+/** The query parameter that names the page to fetch: from a `Link: rel="next"` URL, or an envelope's next cursor. */
 const CURSOR = 'cursor';
+/** The media type of an error answered as problem details (RFC 9457): its text is `detail`, not `message`. */
+const PROBLEM_JSON = 'application/problem+json';
 /** The code a client reports for one this version of the contract does not list. */
 export const UNKNOWN_CODE = 'unknown';
 
@@ -35,8 +37,16 @@ export interface OperationEntry {
   safeToResend: boolean;
   /** It takes an `Idempotency-Key`: the client makes one per call, reused by its retries. */
   idempotencyKey?: true;
-  /** A list that pages (its success is an array and it takes a cursor): the query parameter holding the next page's position. */
+  /**
+   * A list that pages (its success is a list and it takes a cursor): the query parameter holding the
+   * next page's position. Without `envelope`, the success is an array and the next page is its
+   * `Link: rel="next"` URL's.
+   */
   cursor?: string;
+  /** The success is an envelope: the property holding the page's items, and the one holding the next cursor (null on the last). */
+  envelope?: { items: string; next: string };
+  /** Its errors are problem details (`application/problem+json`): the text is `detail`, with `type` and `title`. */
+  problem?: true;
   /** Its success always carries an `ETag` (`always`), or only sometimes (`sometimes`); absent when never. */
   etag?: 'always' | 'sometimes';
   /** When it was deprecated, when it goes (`Sunset`) and what replaces it, from its `x-` fields. */
@@ -48,6 +58,8 @@ export interface ParameterDescription {
   name: string;
   in: 'path' | 'query' | 'header';
   required: boolean;
+  /** The client sends it itself when the call does not (an `Idempotency-Key`, one per call): never required of a caller. */
+  suppliedByClient?: true;
   description?: string;
   /** Its schema as written (refs intact). */
   schema: unknown;
@@ -68,6 +80,8 @@ export interface OperationDescription {
   requestRequired: boolean;
   /** The success's JSON schema as written (refs intact), undefined when it has no body. */
   responseSchema?: unknown;
+  /** For a list that pages, the schema of one of its items as written (refs intact). */
+  itemSchema?: unknown;
   /** The success's status. */
   successStatus: number;
   /** The codes its Error bodies may carry, over every status (`x-error-codes`), in the contract's order. */
@@ -77,6 +91,8 @@ export interface OperationDescription {
 }
 
 export interface ClientDescription {
+  /** The contract's `info.version` (`2.0.0`). */
+  version: string;
   operations: OperationDescription[];
   /** Per event type (its `webhooks` key), the schema of its payload: dereferenced, and as written. */
   events: { type: string; summary?: string; schema: unknown; written: unknown }[];
@@ -84,6 +100,13 @@ export interface ClientDescription {
   transitions: Record<string, Record<string, string[]>>;
   /** The contract's component schemas as written. */
   schemas: Record<string, unknown>;
+}
+
+/** The folder of a version's generated files in each client: `v2` for a contract whose version is 2.x.y. */
+export function versionFolder(version: string): string {
+  const major = /^(\d+)\./.exec(version)?.[1];
+  if (major === undefined) throw new Error(`${version} is not a version the clients can name a folder after`);
+  return `v${major}`;
 }
 
 /** The object a local `$ref` (`#/components/...`) names, followed until it is not a `$ref`. */
@@ -100,6 +123,48 @@ export function resolved<T>(document: OpenAPIV3_1.Document, value: T): T {
       .reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], document);
   }
   throw new Error('a $ref cycle');
+}
+
+interface Schema {
+  type?: unknown;
+  properties?: Record<string, unknown>;
+  required?: string[];
+  items?: unknown;
+}
+
+const typesOf = (schema: Schema | undefined) =>
+  Array.isArray(schema?.type) ? (schema.type as unknown[]) : schema?.type === undefined ? [] : [schema.type];
+
+/**
+ * Whether a success body is a page envelope, and its two properties: an object holding exactly one
+ * required array (the items) and one string-or-null property beside it (the next page's cursor,
+ * null on the last). Told by its shape, so that no list's or property's name is written here.
+ */
+function envelopeOf(document: OpenAPIV3_1.Document, body: Schema): { items: string; next: string } | undefined {
+  if (!typesOf(body).includes('object') || body.properties === undefined) return undefined;
+  const properties = Object.entries(body.properties).map(
+    ([name, schema]) => [name, resolved(document, schema as Schema)] as const,
+  );
+  const arrays = properties.filter(
+    ([name, schema]) => typesOf(schema).includes('array') && body.required?.includes(name),
+  );
+  const cursors = properties.filter(([, schema]) => {
+    const types = typesOf(schema);
+    return types.includes('string') && types.every((type) => type === 'string' || type === 'null');
+  });
+  const [items] = arrays;
+  const [next] = cursors;
+  if (arrays.length !== 1 || cursors.length !== 1 || items === undefined || next === undefined) return undefined;
+  return { items: items[0], next: next[0] };
+}
+
+/** The schema, as written (refs intact), of one item of a list's success: its array's, or its envelope's. */
+function itemSchemaOf(document: OpenAPIV3_1.Document, written: unknown, entry: OperationEntry): unknown {
+  const body = resolved(document, written as Schema | undefined);
+  if (entry.envelope !== undefined) {
+    return resolved(document, body?.properties?.[entry.envelope.items] as Schema | undefined)?.items;
+  }
+  return body?.items;
 }
 
 function entryOf(
@@ -122,13 +187,14 @@ function entryOf(
   const idempotencyKey = parameters.some(
     (parameter) => parameter.in === 'header' && parameter.name.toLowerCase() === IDEMPOTENCY_KEY,
   );
-  const body = resolved(
-    document,
-    success?.content?.['application/json']?.schema as { type?: unknown; properties?: object } | undefined,
-  );
-  // A page is an array (v1), or an envelope whose `nextCursor` names the next page (v2).
-  const paged = body?.type === 'array' || (body?.properties !== undefined && 'nextCursor' in body.properties);
+  const body = resolved(document, success?.content?.['application/json']?.schema as Schema | undefined);
   const cursor = parameters.find((parameter) => parameter.in === 'query' && parameter.name === CURSOR);
+  const envelope = body === undefined ? undefined : envelopeOf(document, body);
+  const problem = Object.entries(operation.responses ?? {}).some(
+    ([status, response]) =>
+      !status.startsWith('2') &&
+      resolved(document, response as OpenAPIV3_1.ResponseObject).content?.[PROBLEM_JSON] !== undefined,
+  );
   const requestMediaType = Object.keys(
     resolved(document, operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined)?.content ?? {},
   )[0];
@@ -147,7 +213,9 @@ function entryOf(
     safeToResend: IDEMPOTENT_METHODS.has(method) || idempotencyKey,
     ...(idempotencyKey ? { idempotencyKey: true as const } : {}),
     // A list without a cursor is one page: it is not offered to the pagers.
-    ...(paged && cursor !== undefined ? { cursor: cursor.name } : {}),
+    ...((body?.type === 'array' || envelope !== undefined) && cursor !== undefined ? { cursor: cursor.name } : {}),
+    ...(envelope !== undefined && cursor !== undefined ? { envelope } : {}),
+    ...(problem ? { problem: true as const } : {}),
     ...(etag === undefined ? {} : { etag: etag.required === true ? ('always' as const) : ('sometimes' as const) }),
     ...(operation.deprecated === true ? { deprecated } : {}),
   };
@@ -175,9 +243,11 @@ function describeOperation(
     throw new Error(`${operation.operationId}: '${UNKNOWN_CODE}' is the code the clients report for an unlisted one`);
   }
   const security = operation.security ?? document.security ?? [];
+  const entry = entryOf(method.toUpperCase(), path, operation, parameters, success, document);
+  const responseSchema = success?.content?.['application/json']?.schema;
   return {
     operationId: operation.operationId ?? '',
-    entry: entryOf(method.toUpperCase(), path, operation, parameters, success, document),
+    entry,
     ...(operation.summary === undefined ? {} : { summary: operation.summary }),
     ...(operation.description === undefined ? {} : { description: operation.description.trim() }),
     scopes: [...new Set(security.flatMap((requirement) => Object.values(requirement).flat()))],
@@ -186,14 +256,16 @@ function describeOperation(
       name: parameter.name,
       in: parameter.in as ParameterDescription['in'],
       required: parameter.required === true,
+      ...(parameter.in === 'header' && parameter.name.toLowerCase() === IDEMPOTENCY_KEY
+        ? { suppliedByClient: true as const }
+        : {}),
       ...(parameter.description === undefined ? {} : { description: parameter.description.trim() }),
       schema: parameter.schema,
     })),
     ...(requestBody === undefined ? {} : { requestSchema: Object.values(requestBody.content)[0]?.schema }),
     requestRequired: requestBody?.required === true,
-    ...(success?.content?.['application/json'] === undefined
-      ? {}
-      : { responseSchema: success.content['application/json'].schema }),
+    ...(responseSchema === undefined ? {} : { responseSchema }),
+    ...(entry.cursor === undefined ? {} : { itemSchema: itemSchemaOf(document, responseSchema, entry) }),
     successStatus: Number(status ?? 200),
     errorCodes,
     errorCodesByStatus,
@@ -241,5 +313,5 @@ export function describeClient(
   if (new Set(states).size !== states.length) {
     throw new Error('two x-transitions share a status: canMove(from, to) could not tell them apart');
   }
-  return { operations, events, transitions, schemas };
+  return { version: document.info.version, operations, events, transitions, schemas };
 }

@@ -24,8 +24,13 @@ async function typesOf(redocly: Redocly, contractFile: string): Promise<string> 
 
 /** The newest version's types (generated/openapi.ts), from openapi.yaml. */
 export async function generateTypes(root: string): Promise<string> {
+  return generateTypesOf(root, 'openapi.yaml');
+}
+
+/** The types of one contract (`contracts/v1.2.0.yaml`, from the project root), as generate:types writes them. */
+export async function generateTypesOf(root: string, contractFile: string): Promise<string> {
   const redocly = await loadConfig({ configPath: join(root, GENERATE_CONFIG) });
-  return typesOf(redocly, join(root, 'openapi.yaml'));
+  return typesOf(redocly, join(root, contractFile));
 }
 
 /** Every file of generated/ by its path from the project root, with its text. */

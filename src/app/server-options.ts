@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, RequestListener, Server } from 'node:http';
 import type { FastifyHttpOptions, FastifyServerOptions } from 'fastify';
 import { nodeServerFactory } from '../http/node-server.js';
-import { clientErrorHandlerWith } from '../http/raw-answers.js';
+import { type AnswerFor, clientErrorHandlerWith } from '../http/raw-answers.js';
 import { countUnparsable } from '../metrics/http.js';
 import type { Metrics } from '../metrics/registry.js';
 import { type RequestLog, requestLogger } from '../plugins/request-log.js';
@@ -37,6 +37,8 @@ export interface ServerSettings {
   connections: ConnectionLimits;
   metrics: Metrics | undefined;
   frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors']>;
+  /** An error written before any request exists, in the words of the version its request target is under. */
+  clientErrorAnswer: AnswerFor;
 }
 
 /** fastify's options: the request id, the log, the limits and timeouts, and the contract's compilers. */
@@ -49,6 +51,7 @@ export function serverOptions({
   connections,
   metrics,
   frameworkErrors,
+  clientErrorAnswer,
 }: ServerSettings): FastifyHttpOptions<Server> {
   // The server is nodeServerFactory's; fastify is told of HTTPS only for the addresses it logs.
   const tls: object = https === undefined ? {} : { https };
@@ -67,7 +70,10 @@ export function serverOptions({
     // fastify's closing 503 uses its own error shape; in-flight requests finish instead.
     return503OnClosing: false,
     serverFactory: nodeServerFactory({ ...connections, https, guard }),
-    clientErrorHandler: clientErrorHandlerWith(metrics && ((status) => countUnparsable(metrics, status))),
+    clientErrorHandler: clientErrorHandlerWith(
+      metrics && ((status) => countUnparsable(metrics, status)),
+      clientErrorAnswer,
+    ),
     frameworkErrors,
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ContractOperation } from '../contract/document.js';
 import type { PathTable } from '../contract/path-table.js';
 import type { ApiError } from '../domain/errors.js';
+import type { ErrorMigration } from '../plugins/errors.js';
 import { type ShedAnswer, shedAnswer } from '../plugins/overload.js';
 import type { ServedVersions } from './versions.js';
 
@@ -26,14 +27,20 @@ export function shedAnswers(
       byOperation.set(operation, shedAnswer(prepared, Object.entries(extra ?? {}).flat(), answer?.status));
     }
   }
-  const unrouted = versions.unrouted.map(({ older, migrate }) => {
-    const answer = migrate(overloaded);
-    return { older, answer: shedAnswer(answer, [], answer.status) };
-  });
+  // Those of no operation, by the version of the URL (ServedVersions.unroutedMigration).
+  const unrouted = new Map<ErrorMigration, ShedAnswer>();
   return (request) => {
     const url = request.url ?? '';
     const operation = paths.match(url)?.operations.get(request.method ?? '');
     if (operation !== undefined) return byOperation.get(operation);
-    return unrouted.find(({ older }) => older.serves(url))?.answer;
+    const migrate = versions.unroutedMigration(url);
+    if (migrate === undefined) return undefined;
+    let answer = unrouted.get(migrate);
+    if (answer === undefined) {
+      const migrated = migrate(overloaded);
+      answer = shedAnswer(migrated, [], migrated.status);
+      unrouted.set(migrate, answer);
+    }
+    return answer;
   };
 }

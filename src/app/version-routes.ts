@@ -1,8 +1,9 @@
-import type { FastifyInstance, preParsingHookHandler, RouteOptions } from 'fastify';
+import { errorCodes, type FastifyInstance, type preParsingHookHandler, type RouteOptions } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import type { Contract } from '../contract/document.js';
 import type { WebhookSettings } from '../events/settings.js';
 import { serviceHandlers } from '../handlers/index.js';
+import { PROBLEM_MEDIA_TYPE } from '../contract/media-types.js';
 import { JSON_MEDIA_TYPES, refuseAnyBody, refuseUnreadableBody } from '../plugins/json-body.js';
 import { validateEveryQueryString } from '../plugins/validation.js';
 import type { Storage } from '../storage/types.js';
@@ -36,12 +37,15 @@ interface MediaTypeMap {
   content?: Record<string, { schema?: unknown }>;
 }
 
+/** The JSON media types of bodies: a request's, and an answer's, which an error's problem detail is too. */
+const BODY_MEDIA_TYPES: readonly string[] = [...JSON_MEDIA_TYPES, PROBLEM_MEDIA_TYPE];
+
 /** The schema of a body the contract gives in one JSON media type and no other. */
 function onlyJsonSchema(part: unknown): unknown {
   const content = (part as MediaTypeMap | undefined)?.content;
   const [mediaType, ...others] = Object.keys(content ?? {});
   if (mediaType === undefined || others.length > 0) return undefined;
-  return (JSON_MEDIA_TYPES as readonly string[]).includes(mediaType) ? content?.[mediaType]?.schema : undefined;
+  return BODY_MEDIA_TYPES.includes(mediaType) ? content?.[mediaType]?.schema : undefined;
 }
 
 /**
@@ -88,6 +92,14 @@ export async function versionRoutes(
   api.addHook('onRoute', keyJsonSchemasByBody);
   api.addHook('onRoute', validateEveryQueryString);
   if (responseCheck !== undefined) api.addHook('onSend', responseCheck);
+  // The glue warns, at every start, of a missing parser for each media type the contract names,
+  // answers' included. A problem detail is only ever answered: a request sent in that type is
+  // refused (preParsing) as any type its operation does not take, so this parser is never reached.
+  if (!api.hasContentTypeParser(PROBLEM_MEDIA_TYPE)) {
+    api.addContentTypeParser(PROBLEM_MEDIA_TYPE, (_request, _payload, done) => {
+      done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(PROBLEM_MEDIA_TYPE), undefined);
+    });
+  }
   await api.register(openapiGlue, {
     specification: version.dereferenced,
     prefix: version.basePath,

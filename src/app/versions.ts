@@ -8,7 +8,7 @@ import {
 import type { ApiError } from '../domain/errors.js';
 import { deprecationHeaders } from '../plugins/deprecation.js';
 import { type ErrorMigration, unroutedErrors } from '../plugins/errors.js';
-import { OlderVersion } from '../plugins/versioning.js';
+import { OlderVersion, servesUrl } from '../plugins/versioning.js';
 import type { ApiVersion } from '../versions/change.js';
 import { VersionChain } from '../versions/chain.js';
 import { parseVersion } from '../versions/releases.js';
@@ -21,9 +21,14 @@ export interface ServedVersions {
   majorOf(version: Contract): number;
   /** The older versions answered through changes that migrate something; the others need no hook. */
   migrating: ReadonlyMap<Contract, OlderVersion>;
-  /** The older versions whose errors of requests no route answers (404, 405) are in their own words. */
-  unrouted: readonly { older: OlderVersion; migrate: ErrorMigration }[];
-  /** How those errors are sent: under an older version's base path, as that version gives them. */
+  /**
+   * How an error no operation answers (404, 405, an unparsable request, /readyz's 503) is migrated
+   * for a URL: none under the newest version's base path; under an older one's, as it gives it;
+   * outside every base path (/healthz, /docs, an unknown path) or when the URL cannot be read, as
+   * the oldest version gives it, as before v2 (docs/errors.md).
+   */
+  unroutedMigration: (url: string | undefined) => ErrorMigration | undefined;
+  /** How those errors are sent. */
   sendUnrouted: (reply: FastifyReply, error: ApiError) => FastifyReply;
   /** The headers every answer of a deprecated operation carries, shed answers and refusals too. */
   deprecations: ReadonlyMap<ContractOperation, Record<string, string>>;
@@ -68,12 +73,17 @@ export function servedVersions(
       return older.migratesRequests || older.migratesResponses ? [[version, older] as const] : [];
     }),
   );
+  // Oldest first: the first is the one outside every version's base path.
   const unrouted = [...migrating.values()]
     .filter((older) => older.migratesResponses)
+    .sort((one, other) => one.major - other.major)
     .map((older) => ({ older, migrate: older.errorAnswers('') }));
-  const sendUnrouted = unroutedErrors(
-    unrouted.length === 0 ? undefined : (url) => unrouted.find(({ older }) => older.serves(url))?.migrate,
-  );
+  const unroutedMigration = (url: string | undefined): ErrorMigration | undefined => {
+    if (url !== undefined && servesUrl(contract.basePath, url)) return undefined;
+    const under = url === undefined ? undefined : unrouted.find(({ older }) => older.serves(url));
+    return (under ?? unrouted[0])?.migrate;
+  };
+  const sendUnrouted = unroutedErrors(unrouted.length === 0 ? undefined : unroutedMigration);
   const deprecations = new Map(
     all.flatMap((version) =>
       version.operations.flatMap((operation) => {
@@ -82,5 +92,5 @@ export function servedVersions(
       }),
     ),
   );
-  return { all, chain, majorOf, migrating, unrouted, sendUnrouted, deprecations };
+  return { all, chain, majorOf, migrating, unroutedMigration, sendUnrouted, deprecations };
 }

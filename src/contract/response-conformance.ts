@@ -8,6 +8,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormats from 'ajv-formats';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import type { Contract } from './document.js';
+import { PROBLEM_MEDIA_TYPE } from './media-types.js';
 
 export interface ObservedResponse {
   statusCode: number;
@@ -47,11 +48,16 @@ function describe(errors: ErrorObject[] | null | undefined, schemaAt: string): s
 export class ResponseConformance {
   readonly #ajv = addFormats.default(new Ajv2020({ strict: false, allErrors: true }));
   readonly #validators = new WeakMap<object, ValidateFunction>();
-  readonly #errorSchema: object;
+  /** The body of a 404 or 405 no operation answers: a `Problem` where the contract has one (v2), else its `Error`. */
+  readonly #errorBody: { mediaType: string; schema: object; at: string };
   readonly #paths: { template: string; pattern: RegExp; item: OpenAPIV3_1.PathItemObject }[];
 
   constructor(readonly contract: Contract) {
-    this.#errorSchema = contract.dereferenced.components?.schemas?.Error as object;
+    const schemas = contract.dereferenced.components?.schemas ?? {};
+    this.#errorBody =
+      schemas.Problem === undefined
+        ? { mediaType: 'application/json', schema: schemas.Error as object, at: '#/components/schemas/Error' }
+        : { mediaType: PROBLEM_MEDIA_TYPE, schema: schemas.Problem, at: '#/components/schemas/Problem' };
     this.#paths = Object.entries(contract.dereferenced.paths ?? {}).map(([template, item]) => ({
       template,
       // As the server routes (PathTable): a path parameter matches one segment, not an empty one.
@@ -78,11 +84,16 @@ export class ResponseConformance {
     return { pathKnown: true, operation, template: match.template };
   }
 
-  #checkJsonBody(response: ObservedResponse, schema: object, where: string, schemaAt: string): string[] {
+  #checkJsonBody(
+    response: ObservedResponse,
+    { mediaType, schema, at: schemaAt }: { mediaType: string; schema: object; at: string },
+    where: string,
+  ): string[] {
     if (where.startsWith('HEAD ')) return response.body === '' ? [] : [`${where}: a HEAD response has a body`];
     const contentType = header(response, 'content-type') ?? '';
-    if (!/^application\/json(;|$)/.test(contentType)) {
-      return [`${where}: content-type is "${contentType}", the contract says application/json`];
+    const essence = (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
+    if (essence !== mediaType) {
+      return [`${where}: content-type is "${contentType}", the contract says ${mediaType}`];
     }
     let body: unknown;
     try {
@@ -114,13 +125,13 @@ export class ResponseConformance {
     const { pathKnown, operation, template } = this.findOperation(method, url);
     if (operation === undefined) {
       // Not an operation: an unknown path is a 404 and a known path with another method a 405,
-      // both with the Error body (the contract's 405 response documents Allow).
+      // both with the error body (the contract's 405 response documents Allow).
       const expected = pathKnown ? 405 : 404;
       const problems = response.statusCode === expected ? [] : [`${where}: expected ${expected}`];
       if (expected === 405 && header(response, 'allow') === undefined) problems.push(`${where}: 405 without Allow`);
       return [
         ...problems,
-        ...this.#checkJsonBody(response, this.#errorSchema, where, '#/components/schemas/Error'),
+        ...this.#checkJsonBody(response, this.#errorBody, where),
         ...this.#checkErrorStatus(response, where),
       ];
     }
@@ -145,9 +156,11 @@ export class ResponseConformance {
         problems.push(`${where}: header ${name}: "${value}" does not match its schema (${at}/headers/${name}/schema)`);
       }
     }
-    const media = declared.content?.['application/json'];
-    if (media?.schema !== undefined) {
-      problems.push(...this.#checkJsonBody(response, media.schema, where, `${at}/content/application~1json/schema`));
+    // Each response comes in one media type: JSON, or a problem detail (an error's).
+    const [mediaType, media] = Object.entries(declared.content ?? {})[0] ?? [];
+    if (mediaType !== undefined && media?.schema !== undefined) {
+      const schemaAt = `${at}/content/${mediaType.replaceAll('/', '~1')}/schema`;
+      problems.push(...this.#checkJsonBody(response, { mediaType, schema: media.schema, at: schemaAt }, where));
     } else if (response.body !== '') problems.push(`${where}: the contract declares no body (${at})`);
     if (response.statusCode >= 400) problems.push(...this.#checkErrorStatus(response, where));
     return problems;

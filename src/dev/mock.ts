@@ -105,13 +105,14 @@ export async function contractMocks(contract: Contract): Promise<(operation: Con
         if (header.required !== true || reply.hasHeader(name)) continue;
         reply.header(name, String(sampleOf({ ...header, examples: {} }, undefined, sample, what).value));
       }
-      const media = response.content?.['application/json'];
-      if (media === undefined) {
+      // JSON, or a problem detail (an error's).
+      const [mediaType, media] = Object.entries(response.content ?? {})[0] ?? [];
+      if (mediaType === undefined || media === undefined) {
         reply.header(MOCK_HEADER, 'example');
         return reply.send();
       }
       const { value, from } = sampleOf(media, preference.example, sample, what);
-      reply.header(MOCK_HEADER, from);
+      reply.header(MOCK_HEADER, from).type(mediaType);
       return value;
     };
   };

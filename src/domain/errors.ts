@@ -1,7 +1,44 @@
 import type { components } from '../../generated/openapi.js';
+import type { components as v1 } from '../../generated/v1.js';
+import { JSON_CONTENT_TYPE, PROBLEM_CONTENT_TYPE } from '../contract/media-types.js';
 
-export type ErrorBody = components['schemas']['Error'];
-export type ErrorCode = ErrorBody['code'];
+/** Every error of the newest version: a problem detail (RFC 9457). */
+export type ProblemBody = components['schemas']['Problem'];
+/** v1's error body, which the problemDetails change makes of a problem (src/versions/changes/). */
+export type ErrorBody = v1['schemas']['Error'];
+export type ErrorCode = components['schemas']['ErrorCode'];
+
+/** A problem's `type` is this followed by its code. */
+export const PROBLEM_TYPE_BASE = 'https://petstore.example/problems/';
+
+/**
+ * Each code's problem `title`, the same for every problem of its type: the contract lists them in
+ * `Problem`'s `x-problem-types` (test/v2-problems.test.ts holds the two equal).
+ */
+export const PROBLEM_TITLES: Readonly<Record<ErrorCode, string>> = {
+  invalid_request: 'Invalid request',
+  malformed_json: 'Malformed JSON',
+  unauthorized: 'Unauthorized',
+  not_found: 'Not found',
+  method_not_allowed: 'Method not allowed',
+  payload_too_large: 'Payload too large',
+  unsupported_media_type: 'Unsupported media type',
+  idempotency_key_reused: 'Idempotency key reused',
+  request_timeout: 'Request timeout',
+  headers_too_large: 'Request headers too large',
+  rate_limited: 'Rate limited',
+  internal_error: 'Internal error',
+  service_unavailable: 'Service unavailable',
+  invalid_transition: 'Invalid transition',
+  pet_on_order: 'Pet on order',
+  pet_not_available: 'Pet not available',
+  precondition_failed: 'Precondition failed',
+  insufficient_scope: 'Insufficient scope',
+  webhook_url_refused: 'Webhook URL refused',
+  webhook_disabled: 'Webhook disabled',
+  webhook_limit_reached: 'Webhook limit reached',
+  not_implemented: 'Not implemented',
+};
 
 /**
  * An error a handler or hook throws to answer with an Error body. It is an answer, not a fault:
@@ -23,8 +60,21 @@ export class ApiError extends Error {
     this.headers = headers;
   }
 
-  toBody(): ErrorBody {
-    return { code: this.code, message: this.message, status: this.statusCode };
+  /** The body as the newest version answers it; an older version's comes down through its changes. */
+  toBody(): ProblemBody {
+    const { code } = this;
+    return {
+      type: PROBLEM_TYPE_BASE + code,
+      title: PROBLEM_TITLES[code],
+      status: this.statusCode,
+      detail: this.message,
+      code,
+    };
+  }
+
+  /** The answer's own headers and the problem's media type: what the newest version sends with the body. */
+  get answerHeaders(): Record<string, string> {
+    return { 'content-type': PROBLEM_CONTENT_TYPE, ...this.headers };
   }
 
   #answer: PreparedAnswer | undefined;
@@ -35,14 +85,15 @@ export class ApiError extends Error {
    * many times without serializing again (plugins/errors.ts, `reply.refuse`).
    */
   get prepared(): PreparedAnswer {
-    this.#answer ??= prepareAnswer(this.toBody(), this.headers);
+    this.#answer ??= prepareAnswer(this.toBody(), this.answerHeaders);
     return this.#answer;
   }
 }
 
 /**
- * A JSON answer's body serialized once and the headers that go with it. A string, not a Buffer:
- * Node writes a string body with the header block in one write.
+ * A JSON answer's body serialized once and the headers that go with it (`content-type` among them
+ * for another media type than JSON's). A string, not a Buffer: Node writes a string body with the
+ * header block in one write.
  */
 export function prepareAnswer(body: unknown, headers: Readonly<Record<string, string>>): PreparedAnswer {
   const text = JSON.stringify(body);
@@ -57,8 +108,7 @@ export function prepareAnswer(body: unknown, headers: Readonly<Record<string, st
   };
 }
 
-/** The media type of every Error body, as fastify sends JSON. */
-export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+export { JSON_CONTENT_TYPE, PROBLEM_CONTENT_TYPE };
 
 export interface PreparedAnswer {
   body: string;
@@ -73,8 +123,4 @@ const SHOWN_LENGTH = 200;
 /** A client's string as a message shows it: not at any length. */
 export function shown(text: string): string {
   return text.length > SHOWN_LENGTH ? `${text.slice(0, SHOWN_LENGTH)}…` : text;
-}
-
-export function errorBody(status: number, code: ErrorCode, message: string): ErrorBody {
-  return { code, message, status };
 }

@@ -12,6 +12,9 @@ export type EventData<K extends EventType> = EventPayload<K>['data'];
 export type WebhookEndpoint = components['schemas']['WebhookEndpoint'];
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
+/** The API version whose event payloads an endpoint receives (`v1`, `v2`). */
+export type ApiVersionName = WebhookEndpoint['apiVersion'];
+
 /** An event as the outbox keeps it: its payload serialized once, when the change is written. */
 export interface OutboxEvent {
   type: EventType;

@@ -2,9 +2,11 @@ import type { AttemptOutcome, ClaimedDelivery, DeliveryQueue, InFlightCaps } fro
 import { AddressGuard } from './address-guard.js';
 import { LoopLoad } from './loop-load.js';
 import type { DeliveryMetrics } from './metrics.js';
+import { PayloadVersions } from './payload-versions.js';
 import { type SendResult, Sender } from './sender.js';
 import type { WebhookSettings } from './settings.js';
 import type { DeliveryTracing } from './tracing.js';
+import type { VersionChain } from '../versions/chain.js';
 import { eventIdOf } from '../domain/events.js';
 import { disableReason } from '../domain/endpoint-health.js';
 import { nextAttempt, pastTheLimit } from '../domain/retry-policy.js';
@@ -64,6 +66,7 @@ type PumpEnd = 'drained' | 'busy' | 'yielding';
  */
 export class Dispatcher {
   private readonly sender: Sender;
+  private readonly payloads: PayloadVersions;
   private readonly inFlight = new Map<number, Promise<void>>();
   /** Attempts in flight from this instance, by endpoint. */
   private readonly inFlightTo = new Map<number, number>();
@@ -90,11 +93,14 @@ export class Dispatcher {
   constructor(
     private readonly queue: DeliveryQueue,
     private readonly settings: WebhookSettings,
+    /** The API versions served: each endpoint is sent its payloads in its own. */
+    versions: VersionChain,
     private readonly metrics?: DeliveryMetrics,
     private readonly onError: (error: unknown) => void = () => undefined,
     private readonly tracing?: DeliveryTracing,
   ) {
     this.sender = new Sender(new AddressGuard(settings.allowedNetworks), settings.timeoutMs);
+    this.payloads = new PayloadVersions(versions);
     // A lease outlives the attempt it covers: another instance takes it only if this one died.
     this.leaseMs = settings.timeoutMs + 30_000;
     this.batch = Math.ceil(settings.concurrency / 2);
@@ -150,7 +156,8 @@ export class Dispatcher {
         if (claimed.length > 0) await this.queue.release(claimed.map((delivery) => delivery.id));
         return 'busy';
       }
-      for (const delivery of claimed) this.attempt(delivery);
+      const payloadOf = this.payloads.forClaim();
+      for (const delivery of claimed) this.attempt(delivery, payloadOf);
       end = claimed.length < room ? 'drained' : 'busy';
       if (end === 'busy') this.again = true;
     } while (this.again);
@@ -182,7 +189,8 @@ export class Dispatcher {
     this.timer.unref();
   }
 
-  private attempt(delivery: ClaimedDelivery): void {
+  /** Sends `delivery` with the payload `payloadOf` makes of it (in its endpoint's version), and records the attempt. */
+  private attempt(delivery: ClaimedDelivery, payloadOf: (delivery: ClaimedDelivery) => string): void {
     const { endpointId } = delivery;
     this.inFlightTo.set(endpointId, (this.inFlightTo.get(endpointId) ?? 0) + 1);
     const attempted = (async () => {
@@ -194,13 +202,7 @@ export class Dispatcher {
         return;
       }
       const span = this.tracing?.startAttempt(delivery);
-      const result = await this.sender.send({
-        url: delivery.url,
-        eventId: eventIdOf(delivery.eventId),
-        body: delivery.body,
-        secrets: delivery.secrets,
-        traceParent: span?.traceParent,
-      });
+      const result = await this.send(delivery, payloadOf, span?.traceParent);
       const outcome = outcomeOf(delivery, result, attemptedAt, this.settings);
       span?.end(outcome);
       this.metrics?.attempted(outcome, Date.now());
@@ -218,6 +220,22 @@ export class Dispatcher {
         if (this.settings.concurrency - this.inFlight.size >= this.batch || halfTheEndpoint) this.wake();
       });
     this.inFlight.set(delivery.id, attempted);
+  }
+
+  /** An attempt to send `delivery`; one whose payload cannot be made in its endpoint's version fails unsent. */
+  private send(
+    delivery: ClaimedDelivery,
+    payloadOf: (delivery: ClaimedDelivery) => string,
+    traceParent: string | undefined,
+  ): Promise<SendResult> {
+    let body: string;
+    try {
+      body = payloadOf(delivery);
+    } catch (error) {
+      return Promise.resolve({ error: `not sent: ${(error as Error).message}`, durationMs: 0 });
+    }
+    const { url, secrets } = delivery;
+    return this.sender.send({ url, eventId: eventIdOf(delivery.eventId), body, secrets, traceParent });
   }
 
   /** Records `outcome` with the others finished in this turn of the loop, in one transaction. */

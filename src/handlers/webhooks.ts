@@ -58,12 +58,13 @@ export const webhookHandlers: HandlerModule = ({
     },
 
     async createWebhook(request, reply) {
-      const { url, events } = request.body;
+      // v2's contract makes an endpoint made through it v2; v1's request names v1 (eventsByVersion).
+      const { url, events, apiVersion = 'v2' } = request.body;
       const { accountId, scopes } = principalOf(request);
       requireEventScopes(scopes, events);
       await checkUrl(url);
       const secret = newSecret();
-      const endpoint = await webhooks.create(accountId, { url, events }, secret, settings.maxEndpoints);
+      const endpoint = await webhooks.create(accountId, { url, events, apiVersion }, secret, settings.maxEndpoints);
       if (endpoint === 'limit_reached') {
         throw new ApiError(
           409,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 
 /**
  * Whether more body than `limit()`, or a body of unknown length, may still be on its way: such a
@@ -39,6 +39,8 @@ export function closeLingering(socket: Socket): void {
  */
 export function closeAfterAnswer(response: ServerResponse): void {
   const { socket } = response.req;
+  // An injected request (fastify's inject) has no connection to close.
+  if (!(socket instanceof Socket)) return;
   closing.add(socket);
   response.once('finish', () => closeLingering(socket));
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { type ErrorBody, errorBody } from '../domain/errors.js';
+import { ApiError, type PreparedAnswer } from '../domain/errors.js';
 import { closeLingering, isClosing } from './lingering-close.js';
 
 // Answers written by hand on the socket, to requests Node could not parse or that timed out:
@@ -77,21 +77,51 @@ function closeAfterAnswers(socket: Socket): void {
   response.once('finish', () => closeAfterAnswers(socket));
 }
 
+/** An error as the version a request target is under gives it (`undefined`: the target could not be read). */
+export type AnswerFor = (target: string | undefined, error: ApiError) => PreparedAnswer & { status: number };
+
+/** By default, as the newest version gives it. */
+const asNewest: AnswerFor = (_target, error) => ({ status: error.statusCode, ...error.prepared });
+
+/** A parse error as Node reports it: the chunk it failed on, when it failed on one. */
+type ClientError = Error & { code?: string | undefined; rawPacket?: unknown };
+
 /**
  * Answers HTTP parse errors and timeouts on the raw socket (no request object exists yet), then
- * closes the connection, lingering. `onAnswer` is told each status written (metrics).
+ * closes the connection, lingering. `onAnswer` is told each status written (metrics); `answerFor`
+ * gives the error in the words of the version whose base path the request target is under.
  */
-export function clientErrorHandlerWith(onAnswer?: (status: number) => void) {
-  return function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
-    answerClientError(this, error, socket, onAnswer);
+export function clientErrorHandlerWith(onAnswer?: (status: number) => void, answerFor: AnswerFor = asNewest) {
+  return function clientErrorHandler(this: FastifyInstance, error: ClientError, socket: Socket): void {
+    answerClientError(this, error, socket, onAnswer, answerFor);
   };
+}
+
+/** The longest request line read for its target: the server's whole header limit is more than any path. */
+const REQUEST_LINE_LIMIT = 8 * 1024;
+const REQUEST_LINE = /^[!#-'*+.^-z|~0-9A-Z]+ (\S+) HTTP\/1\.[01]\r?\n/;
+
+/**
+ * The request target of the request that failed, where it can be read: from the request Node made
+ * once its headers had all arrived (a body too slow), or from its request line, if the chunk the
+ * parser failed on begins with it (headers too large, sent at once). Otherwise (headers too slow,
+ * or too large over several chunks) no request line is kept to read it from.
+ */
+function targetOf(error: ClientError, socket: Socket): string | undefined {
+  const incoming = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming;
+  // A complete one is an earlier request on the connection.
+  if (incoming !== undefined && incoming !== null && !incoming.complete) return incoming.url;
+  const packet = error.rawPacket;
+  if (!Buffer.isBuffer(packet)) return undefined;
+  return REQUEST_LINE.exec(packet.subarray(0, REQUEST_LINE_LIMIT).toString('latin1'))?.[1];
 }
 
 function answerClientError(
   app: FastifyInstance,
-  error: Error & { code?: string },
+  error: ClientError,
   socket: Socket,
   onAnswer: ((status: number) => void) | undefined,
+  answerFor: AnswerFor,
 ): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
@@ -114,28 +144,31 @@ function answerClientError(
     closeAfterAnswers(socket);
     return;
   }
-  const [status, body] = clientErrorResponse(error.code);
-  const json = JSON.stringify(body);
+  const { status, body, headers } = answerFor(targetOf(error, socket), clientErrorOf(error.code));
   // No request object exists, so no request line: this one ties the answer's X-Request-Id to the log.
   const reqId = randomUUID();
   app.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
   onAnswer?.(status);
   socket.write(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(json)}\r\nX-Request-Id: ${reqId}\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${headers['content-type']}\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${reqId}\r\n` +
       'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
-      json,
+      body,
   );
   closeLingering(socket);
 }
 
-function clientErrorResponse(code: string | undefined): [number, ErrorBody] {
+const REQUEST_TIMEOUT = new ApiError(408, 'request_timeout', 'The request took too long to arrive');
+const HEADERS_TOO_LARGE = new ApiError(431, 'headers_too_large', 'Request headers are too large');
+const MALFORMED_REQUEST = new ApiError(400, 'invalid_request', 'Malformed HTTP request');
+
+function clientErrorOf(code: string | undefined): ApiError {
   switch (code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return [408, errorBody(408, 'request_timeout', 'The request took too long to arrive')];
+      return REQUEST_TIMEOUT;
     case 'HPE_HEADER_OVERFLOW':
-      return [431, errorBody(431, 'headers_too_large', 'Request headers are too large')];
+      return HEADERS_TOO_LARGE;
     default:
-      return [400, errorBody(400, 'invalid_request', 'Malformed HTTP request')];
+      return MALFORMED_REQUEST;
   }
 }

@@ -1,13 +1,13 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError, type ErrorBody, type PreparedAnswer } from '../domain/errors.js';
+import { ApiError, type PreparedAnswer, PROBLEM_CONTENT_TYPE, type ProblemBody } from '../domain/errors.js';
 import { closeAfterAnswer, moreBodyThan } from '../http/lingering-close.js';
 import { DATABASE_RETRY_AFTER_SECONDS, StorageUnavailableError } from '../storage/types.js';
 import { recordFailure } from './request-log.js';
 import { describeValidation } from './validation-messages.js';
 import type { MigratedAnswer } from './versioning.js';
 
-/** The Error body for a failure fastify or a hook raised; never fastify's own shape. */
+/** The error for a failure fastify or a hook raised; never fastify's own shape. */
 export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (error instanceof ApiError) return error;
   const fastifyError = error as FastifyError;
@@ -55,12 +55,13 @@ function closeIfLargeBodyToCome(reply: FastifyReply): void {
   closeAfterAnswer(reply.raw);
 }
 
-/** Sets the status and headers of an Error answer and returns its body. */
-function prepareErrorReply(reply: FastifyReply, error: ApiError): ErrorBody {
+/** Sets the status and headers of an error's answer and returns its body (an older version's route migrates both). */
+function prepareErrorReply(reply: FastifyReply, error: ApiError): ProblemBody {
   closeIfLargeBodyToCome(reply);
   // Also on a 404 or 405, which no route's hooks (and so no API headers) reach: a cache could keep those.
   reply.header('cache-control', 'no-store');
-  reply.code(error.statusCode).headers(error.headers);
+  // The media type last, where fastify would have set it: an older version's answer keeps its header order.
+  reply.code(error.statusCode).headers(error.headers).header('content-type', PROBLEM_CONTENT_TYPE);
   return error.toBody();
 }
 
@@ -126,15 +127,23 @@ function largeBodyToCome(request: FastifyRequest): boolean {
 }
 
 export interface ErrorsOptions {
-  /** How an error of a request no route answers is sent (`unroutedErrors`); a route's error is migrated by its own hooks. */
+  /**
+   * How an error no operation answers is sent (`unroutedErrors`): a request no route answers, or one
+   * to a route outside the contract (/readyz, /docs). An operation's error is migrated by its own hooks.
+   */
   sendUnrouted?: (reply: FastifyReply, error: ApiError) => FastifyReply;
+  /** Whether a routed request is to an operation of the contract (by default, every one is). */
+  isOperation?: (request: FastifyRequest) => boolean;
 }
 
-async function errorsPlugin(app: FastifyInstance, { sendUnrouted = send }: ErrorsOptions): Promise<void> {
+async function errorsPlugin(
+  app: FastifyInstance,
+  { sendUnrouted = send, isOperation = () => true }: ErrorsOptions,
+): Promise<void> {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
     if (apiError.statusCode >= 500) recordFailure(request, error);
-    return request.is404 ? sendUnrouted(reply, apiError) : send(reply, apiError);
+    return request.is404 || !isOperation(request) ? sendUnrouted(reply, apiError) : send(reply, apiError);
   });
 }
 

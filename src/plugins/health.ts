@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Storage } from '../storage/types.js';
 import { ApiError } from '../domain/errors.js';
@@ -9,6 +9,8 @@ export interface HealthOptions {
   storage: Storage;
   /** While the server sheds load (overload.ts), the 503 to answer: it is not ready for more. */
   overloaded: () => ApiError | undefined;
+  /** How its 503 is sent: as the errors of paths outside every version are (plugins/errors.ts, `unroutedErrors`). */
+  sendError?: (reply: FastifyReply, error: ApiError) => FastifyReply;
 }
 
 /** /readyz while the server drains its requests to stop (SIGTERM). */
@@ -36,7 +38,10 @@ declare module 'fastify' {
  * the database answers, the server is not shedding load and not shutting down, so a load balancer
  * may send more. Neither needs a key, and both answer while other requests are shed.
  */
-async function healthPlugin(app: FastifyInstance, { storage, overloaded }: HealthOptions): Promise<void> {
+async function healthPlugin(
+  app: FastifyInstance,
+  { storage, overloaded, sendError = send }: HealthOptions,
+): Promise<void> {
   // New connections are refused once closing begins, but a balancer probing over a kept-alive
   // connection still reaches /readyz while in-flight requests finish.
   let shuttingDown = false;
@@ -52,14 +57,14 @@ async function healthPlugin(app: FastifyInstance, { storage, overloaded }: Healt
   app.get('/healthz', { config }, async () => ({ status: 'ok' }));
   // Not ready is an answer, not a failure: sent, not thrown to the error handler, which logs 5xx.
   app.get('/readyz', { config }, async (request, reply) => {
-    if (shuttingDown) return send(reply, SHUTTING_DOWN);
+    if (shuttingDown) return sendError(reply, SHUTTING_DOWN);
     const shedding = overloaded();
-    if (shedding !== undefined) return send(reply, shedding);
+    if (shedding !== undefined) return sendError(reply, shedding);
     try {
       await storage.ping();
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
-      return send(reply, databaseUnavailable());
+      return sendError(reply, databaseUnavailable());
     }
     return { status: 'ready' };
   });

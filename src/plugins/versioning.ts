@@ -28,6 +28,11 @@ function applyHeaders(reply: FastifyReply, before: Headers, after: Headers): voi
   for (const name in before) if (!(name in after)) reply.removeHeader(name);
 }
 
+/** Whether a request target is under a version's base path (`/v1`, `/v1/pets`, `/v1?x`, not `/v10`). */
+export function servesUrl(basePath: string, url: string): boolean {
+  return url.startsWith(basePath) && ['', '/', '?'].includes(url.charAt(basePath.length));
+}
+
 /**
  * An older version served beside the newest: its requests are migrated up to the newest version
  * once validated against its own contract, its answers (errors included) down before its own
@@ -38,7 +43,6 @@ export class OlderVersion {
   /** Whether any change since migrates a request, or a response. */
   readonly migratesRequests: boolean;
   readonly migratesResponses: boolean;
-  readonly #prefix: string;
 
   constructor(
     readonly major: number,
@@ -48,12 +52,11 @@ export class OlderVersion {
     const changes = chain.changesSince(major);
     this.migratesRequests = changes.some((change) => change.requestUp !== undefined);
     this.migratesResponses = changes.some((change) => change.responseDown !== undefined);
-    this.#prefix = `${basePath}/`;
   }
 
   /** Whether a request target is under this version's base path. */
   serves(url: string): boolean {
-    return url.startsWith(this.#prefix) || url === this.basePath || url.startsWith(`${this.basePath}?`);
+    return servesUrl(this.basePath, url);
   }
 
   /** The newest version's operation that answers `operationId` of this version. */
@@ -117,7 +120,7 @@ export class OlderVersion {
           operationId,
           params: {},
           status: error.statusCode,
-          headers: { ...error.headers },
+          headers: error.answerHeaders,
           body: error.toBody(),
         };
         this.chain.responseDown(this.major, response);

@@ -9,7 +9,7 @@ import type {
   PetStatus,
   VersionedPet,
 } from '../domain/types.js';
-import type { EventType, WebhookDelivery, WebhookEndpoint } from '../domain/events.js';
+import type { ApiVersionName, EventType, WebhookDelivery, WebhookEndpoint } from '../domain/events.js';
 
 export type { NewPetRecord, Order, OrderChange, OrderStatus, Pet, PetFields, PetState, PetStatus, VersionedPet };
 export { ORDER_EVENTS } from '../domain/types.js';
@@ -151,6 +151,8 @@ export interface AccountRepository {
 export interface WebhookFields {
   url: string;
   events: EventType[];
+  /** The version of the payloads it receives; a create that names none makes a `v1` endpoint (UNNAMED_API_VERSION). */
+  apiVersion?: ApiVersionName;
 }
 
 export interface WebhookPatch extends Partial<WebhookFields> {
@@ -190,11 +192,14 @@ export interface ClaimedDelivery {
   attempt: number;
   eventId: number;
   eventType: EventType;
+  /** The payload in the newest API version, as the outbox keeps it. */
   body: string;
   /** When the change was committed (Unix milliseconds). */
   committedAt: number;
   endpointId: number;
   url: string;
+  /** The API version the endpoint receives its payloads in: the worker migrates `body` down to it. */
+  apiVersion: ApiVersionName;
   /** The endpoint's secret, and the previous one while its grace lasts. */
   secrets: string[];
   /** Since when every attempt to this endpoint failed; undefined after a success. */

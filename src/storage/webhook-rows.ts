@@ -1,4 +1,5 @@
 import {
+  type ApiVersionName,
   eventIdOf,
   type EventType,
   isHttpStatus,
@@ -15,6 +16,7 @@ export interface EndpointRow {
   /** JSON text on SQLite, parsed jsonb on PostgreSQL. */
   events: string | EventType[];
   enabled: boolean | number;
+  apiVersion: ApiVersionName;
   disabledReason: string | null;
   createdAt: number;
   updatedAt: number;
@@ -22,9 +24,15 @@ export interface EndpointRow {
   previousSecretExpiresAt: number | null;
 }
 
-export const ENDPOINT_COLUMNS = `id, url, events, enabled, disabled_reason AS "disabledReason",
+export const ENDPOINT_COLUMNS = `id, url, events, enabled, api_version AS "apiVersion", disabled_reason AS "disabledReason",
   created_at AS "createdAt", updated_at AS "updatedAt", secret_rotated_at AS "secretRotatedAt",
   previous_secret_expires_at AS "previousSecretExpiresAt"`;
+
+/**
+ * The version of an endpoint whose create names none, as the column's default (migration 014)
+ * makes it: endpoints were all made through v1 before they named one.
+ */
+export const UNNAMED_API_VERSION: ApiVersionName = 'v1';
 
 const iso = (at: number) => new Date(at).toISOString();
 
@@ -34,6 +42,7 @@ export function endpointOf(row: EndpointRow): WebhookEndpoint {
     url: row.url,
     events: typeof row.events === 'string' ? (JSON.parse(row.events) as EventType[]) : row.events,
     enabled: Boolean(row.enabled),
+    apiVersion: row.apiVersion,
     createdAt: iso(row.createdAt),
     updatedAt: iso(row.updatedAt),
   };
@@ -98,7 +107,7 @@ export type ClaimRow = Omit<ClaimedDelivery, 'secrets' | 'failingSince' | 'trace
 export const FAN_OUT_BATCH = 500;
 
 export const CLAIM_COLUMNS = `d.id, d.attempts AS attempt, e.id AS "eventId", e.type AS "eventType", e.body,
-  e.created_at AS "committedAt", e.trace_parent AS "traceParent", w.id AS "endpointId", w.url, w.secret, w.previous_secret AS "previousSecret",
+  e.created_at AS "committedAt", e.trace_parent AS "traceParent", w.id AS "endpointId", w.url, w.api_version AS "apiVersion", w.secret, w.previous_secret AS "previousSecret",
   w.previous_secret_expires_at AS "previousSecretExpiresAt", w.failing_since AS "failingSince"`;
 
 export function claimedOf(row: ClaimRow, now: number): ClaimedDelivery {

@@ -1,8 +1,10 @@
 import type { ApiVersion } from './change.js';
+import { eventsByVersion } from './changes/events-by-version.js';
 import { getPetRemoved } from './changes/get-pet-removed.js';
 import { listEnvelopes } from './changes/list-envelopes.js';
 import { idempotencyKeyRequired } from './changes/idempotency-key-required.js';
 import { petTimestamps } from './changes/pet-timestamps.js';
+import { problemDetails } from './changes/problem-details.js';
 
 /**
  * Every major version of the API, oldest first, each with the version changes that lead to it from
@@ -16,5 +18,8 @@ import { petTimestamps } from './changes/pet-timestamps.js';
  */
 export const API_VERSIONS: readonly ApiVersion[] = [
   { major: 1, changes: [] },
-  { major: 2, changes: [getPetRemoved, listEnvelopes, petTimestamps, idempotencyKeyRequired] },
+  {
+    major: 2,
+    changes: [getPetRemoved, problemDetails, listEnvelopes, petTimestamps, idempotencyKeyRequired, eventsByVersion],
+  },
 ];

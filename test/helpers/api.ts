@@ -6,6 +6,7 @@ import createClient from 'openapi-fetch';
 // The suites of /v1 call it through its own contract's types (v2's suites use their own client).
 import type { paths } from '../../generated/v1.js';
 import { buildApp } from '../../src/app.js';
+import { servedVersions as versionsServed } from '../../src/app/versions.js';
 import type { Contract } from '../../src/contract/document.js';
 import { Dispatcher } from '../../src/events/dispatcher.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../../src/events/settings.js';
@@ -114,9 +115,12 @@ export async function startApi(t: Teardown, options: StartOptions = {}): Promise
     ...(options.webhooks === undefined ? {} : { webhooks: options.webhooks }),
   });
   if (options.deliveries === true) {
+    // Each endpoint's payloads in its own version, through the chain the app serves.
+    const { contract, olderContracts, apiVersions } = options.versions ?? servedVersions;
     const worker = new Dispatcher(
       served.deliveries,
       options.webhooks ?? DEFAULT_WEBHOOKS,
+      versionsServed(contract, olderContracts, apiVersions).chain,
       metrics?.deliveries,
       (error) => app.log.error({ err: error }, 'webhook delivery failed'),
     );

@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Contract } from '../../src/contract/document.js';
+import { PROBLEM_MEDIA_TYPE } from '../../src/contract/media-types.js';
 import { type ObservedResponse, ResponseConformance } from '../../src/contract/response-conformance.js';
 import { API_VERSIONS } from '../../src/versions/index.js';
 import { servedContracts } from '../../src/versions/served.js';
@@ -26,17 +27,23 @@ const contract: Contract = [newest, ...olderContracts].find(({ basePath }) => ba
 interface Version {
   contract: Contract;
   conformance: ResponseConformance;
+  /** Its error body (v2's `Problem`, v1's `Error`) and that body's media type. */
   isErrorBody: ValidateFunction;
+  errorMediaType: string;
   /** The codes this version sends: `Error.code` is an open string, `ErrorCode` lists them. */
   errorCodes: Set<string>;
 }
 
-const versions: Version[] = [newest, ...olderContracts].map((served) => ({
-  contract: served,
-  conformance: new ResponseConformance(served),
-  isErrorBody: new Ajv2020({ strict: false }).compile(served.dereferenced.components?.schemas?.Error as object),
-  errorCodes: new Set((served.dereferenced.components?.schemas?.ErrorCode as { enum: string[] }).enum),
-}));
+const versions: Version[] = [newest, ...olderContracts].map((served) => {
+  const { Problem, Error, ErrorCode } = served.dereferenced.components?.schemas ?? {};
+  return {
+    contract: served,
+    conformance: new ResponseConformance(served),
+    isErrorBody: new Ajv2020({ strict: false }).compile((Problem ?? Error) as object),
+    errorMediaType: Problem === undefined ? 'application/json' : PROBLEM_MEDIA_TYPE,
+    errorCodes: new Set((ErrorCode as { enum: string[] }).enum),
+  };
+});
 
 /** The version a URL is answered by: the one whose base path it is under (the v1 suites' otherwise: /healthz, /docs). */
 function versionOf(url: string): Version {
@@ -110,7 +117,7 @@ export function contractPath(template: string): ContractPath {
   return found;
 }
 
-/** How an answer outside the contract departs from `expected` and from the Error body every failure has. */
+/** How an answer outside the contract departs from `expected` and from the error body every failure has. */
 function outsideViolations(
   method: string,
   url: string,
@@ -130,9 +137,13 @@ function outsideViolations(
   } catch {
     body = undefined;
   }
-  const json = /^application\/json(;|$)/.test(String(response.headers['content-type']));
-  if (!json || !versionOf(url).isErrorBody(body) || (body as { status: unknown }).status !== response.statusCode) {
-    problems.push(`${where}: not an Error body with its status: ${response.body.slice(0, 200)}`);
+  const version = versionOf(url);
+  const mediaType = String(response.headers['content-type']).split(';', 1)[0]?.trim().toLowerCase();
+  const ofItsType = mediaType === version.errorMediaType;
+  if (!ofItsType || !version.isErrorBody(body) || (body as { status: unknown }).status !== response.statusCode) {
+    problems.push(
+      `${where}: not an error body (${version.errorMediaType}) with its status: ${response.body.slice(0, 200)}`,
+    );
   }
   return problems;
 }

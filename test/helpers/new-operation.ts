@@ -55,6 +55,15 @@ const SHARED_RESPONSE_NAMES: Record<(typeof SHARED_RESPONSES)[number], string> =
   '503': 'ServiceUnavailable',
 };
 
+/** The 404 example the operation gives (a problem detail, as every v2 error is). */
+export const NEW_OPERATION_NOT_FOUND = {
+  type: 'https://petstore.example/problems/not_found',
+  title: 'Not found',
+  status: 404,
+  detail: 'No pet with this id',
+  code: 'not_found',
+};
+
 /** The operation as a team would add it to openapi.yaml, under its path. */
 export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
       operationId: ${candidate.operationId}
@@ -89,12 +98,17 @@ export const NEW_OPERATION_YAML = `    ${candidate.method.toLowerCase()}:
         '404':
           description: No animal has this id.
           content:
-            application/json:
+            application/problem+json:
               schema:
-                $ref: '#/components/schemas/Error'
+                $ref: '#/components/schemas/Problem'
               examples:
                 notFound:
-                  value: { code: not_found, message: No pet with this id, status: 404 }
+                  value:
+                    type: https://petstore.example/problems/not_found
+                    title: Not found
+                    status: 404
+                    detail: No pet with this id
+                    code: not_found
 ${SHARED_RESPONSES.map((status) => `        '${status}':\n          $ref: '#/components/responses/${SHARED_RESPONSE_NAMES[status]}'\n`).join('')}`;
 
 /**

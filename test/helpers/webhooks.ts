@@ -1,6 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { Webhook } from 'standardwebhooks';
+import type { Contract } from '../../src/contract/document.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from '../../src/events/settings.js';
 import type { EventType, WebhookEndpoint } from '../../src/domain/events.js';
 import { startApi, type StartOptions, type TestApi } from './api.js';
@@ -57,13 +58,15 @@ export function verified(secret: string, received: Received): EventPayload {
 const ajv = new Ajv2020({ strict: false });
 (addFormats as unknown as (ajv: Ajv2020) => void)(ajv);
 
-/** The event kinds the contract declares, with their payload schemas. */
-export const declaredEvents = (contract.dereferenced as { webhooks?: Record<string, unknown> }).webhooks ?? {};
+const eventsOf = (version: Contract) => (version.dereferenced as { webhooks?: Record<string, unknown> }).webhooks ?? {};
 
-/** Whether a payload is what the contract declares for its kind. */
-export function payloadConforms(type: string, body: unknown): boolean {
-  const hook = declaredEvents[type] as
-    { post: { requestBody: { content: Record<string, { schema: object }> } } } | undefined;
+/** The event kinds the contract declares, with their payload schemas. */
+export const declaredEvents = eventsOf(contract);
+
+/** Whether a payload is what the contract (the v1 suites', unless `version` names another) declares for its kind. */
+export function payloadConforms(type: string, body: unknown, version: Contract = contract): boolean {
+  const declared = version === contract ? declaredEvents : eventsOf(version);
+  const hook = declared[type] as { post: { requestBody: { content: Record<string, { schema: object }> } } } | undefined;
   const schema = hook?.post.requestBody.content['application/json']?.schema;
   return schema !== undefined && ajv.validate(schema, body);
 }

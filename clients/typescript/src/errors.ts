@@ -1,15 +1,41 @@
-import { errorCodes, unknownCode } from './generated/contract.js';
-import type { ErrorCode, OperationId, ReportedCode } from './types.js';
+import { unknownCode } from './types.js';
 
-/** The API answered with an error: its `Error` body, and what its headers said. */
-export class PetstoreError<K extends OperationId = OperationId> extends Error {
+/** Per operation, per status, the codes its contract lists: what tells a code it knows from a later one. */
+export type ErrorCodeTable = Readonly<Record<string, Readonly<Record<string, readonly string[]>>>>;
+
+/** What a problem details answer (RFC 9457, `application/problem+json`) adds to an error. */
+export interface ProblemFields {
+  /** The problem's type URI, which documents it. */
+  type?: string | undefined;
+  /** The problem's title: the same for every answer of its type. */
+  title?: string | undefined;
+}
+
+/**
+ * The API answered with an error: its body (an `Error`, or a problem's details), and what its
+ * headers said. Each version's entry point has a subclass of its own, knowing its contract's codes.
+ */
+export class PetstoreError<K extends string = string, Code extends string = string> extends Error {
   override readonly name = 'PetstoreError';
+  /** The codes of the version whose client made the error; each version's subclass sets its own. */
+  static readonly codes: ErrorCodeTable = {};
+
+  /**
+   * What went wrong: one of the codes the contract lists for this operation (a closed union, so a
+   * misspelt code does not compile), or `'unknown'` for a code a later version added (see `rawCode`).
+   */
+  readonly code: Code;
+  /** A problem's type URI (the versions whose errors are problem details); undefined otherwise. */
+  readonly type: string | undefined;
+  /** A problem's title (the versions whose errors are problem details); undefined otherwise. */
+  readonly title: string | undefined;
 
   constructor(
     readonly operationId: K,
     readonly status: number,
     /** The code the answer carried, as sent (`''` when it carried none). */
     readonly rawCode: string,
+    /** The answer's own words: an `Error`'s `message`, a problem's `detail`. */
     message: string,
     /** The answer's `X-Request-Id`. */
     readonly requestId: string | undefined,
@@ -17,29 +43,14 @@ export class PetstoreError<K extends OperationId = OperationId> extends Error {
     readonly retryAfter: number | undefined,
     /** On a `412`, the resource's current `ETag`, when the answer carries it. */
     readonly etag: string | undefined,
+    problem: ProblemFields = {},
   ) {
     super(`${operationId}: ${status} ${rawCode || '(no code)'}: ${message}`);
-    this.code = knownCode(operationId, rawCode);
+    const listed = Object.values(new.target.codes[operationId] ?? {}).some((codes) => codes.includes(rawCode));
+    this.code = (listed ? rawCode : unknownCode) as Code;
+    this.type = problem.type;
+    this.title = problem.title;
   }
-
-  /**
-   * What went wrong: one of the codes the contract lists for this operation (a closed union, so a
-   * misspelt code does not compile), or `'unknown'` for a code a later version added (see `rawCode`).
-   */
-  readonly code: ReportedCode<K>;
-}
-
-/** `code` when operation `operationId` may answer it; `'unknown'` otherwise. */
-function knownCode<K extends OperationId>(operationId: K, code: string): ReportedCode<K> {
-  const listed = Object.values(errorCodes[operationId] ?? {}).some((codes) => codes.includes(code));
-  return (listed ? code : unknownCode) as ReportedCode<K>;
-}
-
-/** Whether `code` is one the contract lists for the operation of `error`: narrows `error.code` to them. */
-export function isKnownCode<K extends OperationId>(
-  error: PetstoreError<K>,
-): error is PetstoreError<K> & { readonly code: ErrorCode<K> } {
-  return error.code !== unknownCode;
 }
 
 /** No answer came: the connection failed, was cut, or an attempt outlasted its timeout. */
@@ -47,7 +58,7 @@ export class PetstoreNetworkError extends Error {
   override readonly name = 'PetstoreNetworkError';
 
   constructor(
-    readonly operationId: OperationId,
+    readonly operationId: string,
     cause: unknown,
   ) {
     super(
@@ -55,9 +66,4 @@ export class PetstoreNetworkError extends Error {
       { cause },
     );
   }
-}
-
-/** Whether `error` is an API error, of operation `operationId` when given: its `code` is then typed. */
-export function isPetstoreError<K extends OperationId>(error: unknown, operationId?: K): error is PetstoreError<K> {
-  return error instanceof PetstoreError && (operationId === undefined || error.operationId === operationId);
 }

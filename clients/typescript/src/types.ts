@@ -1,58 +1,118 @@
-/** The types of each operation, derived from the generated contract types: no type here is written per operation. */
-import type { ErrorCodes, operations as operationTable, UnknownCode } from './generated/contract.js';
-import type { operations } from './generated/openapi.js';
+/**
+ * The types of each operation of a version of the API, derived from that version's generated
+ * contract types (`A`, which each version's generated entry point binds): no type here is written
+ * per operation, nor per version.
+ */
+
+/** What the client must know of an operation to send it and send it again (a generated table's entry). */
+export interface OperationEntry {
+  readonly method: string;
+  readonly path: string;
+  readonly requestMediaType?: string;
+  readonly arrays?: Readonly<Record<string, { readonly explode: boolean }>>;
+  readonly safeToResend: boolean;
+  readonly idempotencyKey?: true;
+  /** A list that pages: the query parameter holding the next page's position. */
+  readonly cursor?: string;
+  /** The list answers an envelope: its items' property, and its next cursor's (null on the last page). */
+  readonly envelope?: { readonly items: string; readonly next: string };
+  /** Its errors are problem details (RFC 9457): their text is `detail`. */
+  readonly problem?: true;
+  readonly etag?: 'always' | 'sometimes';
+}
+
+/** One version's contract, as its generated entry point gives it to these types. */
+export interface Api {
+  /** openapi-typescript's `operations`. */
+  operations: object;
+  /** The generated table of operations. */
+  table: Readonly<Record<string, OperationEntry>>;
+  /** Per operation, per status, the codes of its errors (`x-error-codes`). */
+  errorCodes: object;
+  /** Each operation, documented as the contract documents it. */
+  docs: object;
+  /** openapi-typescript's `webhooks`. */
+  webhooks: object;
+  /** Per status schema, the moves of each status (`x-transitions`). */
+  transitions: Readonly<Record<string, Readonly<Record<string, readonly string[]>>>>;
+}
+
+/** `T[F]` when T has F; never otherwise. */
+type Field<T, F extends PropertyKey> = F extends keyof T ? T[F] : never;
+
+/** The code an error reports when the server answered one its version of the contract does not list. */
+export const unknownCode = 'unknown';
+export type UnknownCode = typeof unknownCode;
 
 /** An operation of the API, by its `operationId`. */
-export type OperationId = keyof typeof operationTable & keyof operations;
+export type OperationId<A extends Api> = keyof A['table'] & keyof A['operations'] & string;
 
-type Parameters<K extends OperationId> = operations[K]['parameters'];
-type RequestBody<K extends OperationId> = [operations[K]['requestBody']] extends [{ content: infer C }]
+type Operation<A extends Api, K extends PropertyKey> = Field<A['operations'], K>;
+type Entry<A extends Api, K extends PropertyKey> = Field<A['table'], K>;
+type RequestBody<A extends Api, K extends PropertyKey> = [Field<Operation<A, K>, 'requestBody'>] extends [
+  { content: infer C },
+]
   ? C[keyof C]
   : never;
 
 /** Headers the client sends itself when the call does not: a new Idempotency-Key for each create. */
 type ClientSuppliedHeader = 'Idempotency-Key';
-type HeaderParameters<K extends OperationId> = NonNullable<Parameters<K>['header']>;
+type HeaderParameters<A extends Api, K extends PropertyKey> = NonNullable<
+  Field<Field<Operation<A, K>, 'parameters'>, 'header'>
+>;
 /** A call's headers: the contract's, those the client supplies made optional. */
 type Loosened<H> = Omit<H, ClientSuppliedHeader> & Partial<Pick<H, ClientSuppliedHeader & keyof H>>;
-type CallHeaders<K extends OperationId> = [HeaderParameters<K>] extends [never]
+type CallHeaders<A extends Api, K extends PropertyKey> = [HeaderParameters<A, K>] extends [never]
   ? { header?: never }
-  : object extends Loosened<HeaderParameters<K>>
-    ? { header?: Loosened<HeaderParameters<K>> }
-    : { header: Loosened<HeaderParameters<K>> };
+  : object extends Loosened<HeaderParameters<A, K>>
+    ? { header?: Loosened<HeaderParameters<A, K>> }
+    : { header: Loosened<HeaderParameters<A, K>> };
 
 /** What a call of operation K takes: its `path`, `query` and `header` parameters, and its `body`. */
-export type Input<K extends OperationId> = Omit<Parameters<K>, 'cookie' | 'header'> &
-  CallHeaders<K> &
-  ([RequestBody<K>] extends [never] ? unknown : { body: RequestBody<K> });
+export type Input<A extends Api, K extends OperationId<A>> = Omit<
+  Field<Operation<A, K>, 'parameters'>,
+  'cookie' | 'header'
+> &
+  CallHeaders<A, K> &
+  ([RequestBody<A, K>] extends [never] ? unknown : { body: RequestBody<A, K> });
 
-type Responses<K extends OperationId> = operations[K]['responses'];
-type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 203 | 204>;
-type Success<K extends OperationId> = Responses<K>[SuccessStatus<K>];
+type Responses<A extends Api, K extends PropertyKey> = Field<Operation<A, K>, 'responses'>;
+type Success<A extends Api, K extends PropertyKey> = Responses<A, K>[Extract<
+  keyof Responses<A, K>,
+  200 | 201 | 202 | 203 | 204
+>];
 
 /** What a success of operation K carries: its JSON body, or `undefined` when it has none (a 204). */
-export type Data<K extends OperationId> = Success<K> extends { content: infer C } ? C[keyof C] : undefined;
+export type Data<A extends Api, K extends OperationId<A>> =
+  Success<A, K> extends { content: infer C } ? C[keyof C] : undefined;
 
 /** The operations that page (a list taking a cursor): `each` and `page` take them. A list of one page does not. */
-export type ListOperationId = {
-  [K in OperationId]: (typeof operationTable)[K] extends { cursor: string } ? K : never;
-}[OperationId];
+export type ListOperationId<A extends Api> = {
+  [K in OperationId<A>]: Entry<A, K> extends { cursor: string } ? K : never;
+}[OperationId<A>];
 
-/** An item of list operation K. */
-export type Item<K extends ListOperationId> =
-  Data<K> extends { data: readonly (infer I)[] } ? I : Data<K> extends readonly (infer I)[] ? I : never;
+type Elements<L> = L extends readonly (infer I)[] ? I : never;
+
+/** An item of list operation K: of the array it answers, or of its envelope's items. */
+export type Item<A extends Api, K extends ListOperationId<A>> =
+  Entry<A, K> extends { envelope: { items: infer F extends string } }
+    ? Elements<Field<Data<A, K>, F>>
+    : Elements<Data<A, K>>;
 
 /**
- * A code the Error bodies of operation K may carry: the closed union its `x-error-codes` lists, so
- * that comparing with a code it never answers (or a misspelt one) does not compile.
+ * A code the errors of operation K may carry: the closed union its `x-error-codes` lists, so that
+ * comparing with a code it never answers (or a misspelt one) does not compile.
  */
-export type ErrorCode<K extends OperationId> = Extract<ErrorCodes[K][keyof ErrorCodes[K]], string>;
+export type ErrorCode<A extends Api, K extends OperationId<A>> = Extract<
+  Field<A['errorCodes'], K>[keyof Field<A['errorCodes'], K>],
+  string
+>;
 
 /**
  * An error's `code`: one of operation K's codes, or `'unknown'` when the server answered a code this
  * version of the contract does not list (a later minor version's); `rawCode` then holds it.
  */
-export type ReportedCode<K extends OperationId> = ErrorCode<K> | UnknownCode;
+export type ReportedCode<A extends Api, K extends OperationId<A>> = ErrorCode<A, K> | UnknownCode;
 
 /** An answer that succeeded. */
 export interface Result<T, ETag = string | undefined> {
@@ -71,13 +131,16 @@ export interface Result<T, ETag = string | undefined> {
  * A success of operation K: its `etag` a string when the contract says every success carries one,
  * `string | undefined` when only some do (a page of `listPets` holding one animal).
  */
-export type ResultOf<K extends OperationId> = Result<
-  Data<K>,
-  (typeof operationTable)[K] extends { etag: 'always' } ? string : string | undefined
+export type ResultOf<A extends Api, K extends OperationId<A>> = Result<
+  Data<A, K>,
+  Entry<A, K> extends { etag: 'always' } ? string : string | undefined
 >;
 
 /** One page of list operation K: its items, and the cursor of the next page (undefined on the last). */
-export type Page<K extends ListOperationId> = ResultOf<K> & { items: Item<K>[]; next: string | undefined };
+export type Page<A extends Api, K extends ListOperationId<A>> = ResultOf<A, K> & {
+  items: Item<A, K>[];
+  next: string | undefined;
+};
 
 /** What may change per call. */
 export interface CallOptions {
@@ -89,5 +152,27 @@ export interface CallOptions {
 }
 
 /** A call's arguments: the input may be left out when nothing in it is required. */
-export type Arguments<K extends OperationId> =
-  object extends Input<K> ? [input?: Input<K>, options?: CallOptions] : [input: Input<K>, options?: CallOptions];
+export type Arguments<A extends Api, K extends OperationId<A>> =
+  object extends Input<A, K>
+    ? [input?: Input<A, K>, options?: CallOptions]
+    : [input: Input<A, K>, options?: CallOptions];
+
+type Machines<A extends Api> = A['transitions'];
+/** A status of any schema with `x-transitions` (an animal's, an order's). */
+export type Status<A extends Api> = { [M in keyof Machines<A>]: keyof Machines<A>[M] & string }[keyof Machines<A>];
+/** The statuses of the schema `from` belongs to. */
+export type StatusBeside<A extends Api, F extends Status<A>> = {
+  [M in keyof Machines<A>]: F extends keyof Machines<A>[M] ? keyof Machines<A>[M] & string : never;
+}[keyof Machines<A>];
+
+/** An event as the contract declares it: narrow it by `type`. */
+export type WebhookEvent<A extends Api> = {
+  [T in keyof A['webhooks']]: A['webhooks'][T] extends {
+    post: { requestBody?: { content: { 'application/json': infer E } } };
+  }
+    ? E
+    : never;
+}[keyof A['webhooks']];
+
+/** A delivered event with its `webhook-id`: the same on every attempt to deliver it, so deduplicate by it. */
+export type ReceivedEvent<A extends Api> = WebhookEvent<A> & { id: string };

@@ -1,16 +1,7 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import sha256 from 'fast-sha256';
-import { eventSchemas } from './generated/contract.js';
-import type { webhooks } from './generated/openapi.js';
-
-/** An event as the contract declares it: narrow it by `type`. */
-export type WebhookEvent = {
-  [T in keyof webhooks]: webhooks[T]['post']['requestBody']['content']['application/json'];
-}[keyof webhooks];
-
-/** A delivered event with its `webhook-id`: the same on every attempt to deliver it, so deduplicate by it. */
-export type ReceivedEvent = WebhookEvent & { id: string };
+import type { Api, ReceivedEvent } from './types.js';
 
 /**
  * Which check a delivery failed, in the order they are made:
@@ -51,17 +42,20 @@ const DEFAULT_TOLERANCE_SECONDS = 300;
 const SECRET_PREFIX = 'whsec_';
 
 const ajv = addFormats.default(new Ajv2020({ strict: false, allErrors: false }));
-const validators = new Map<string, ValidateFunction>();
 
-function validatorOf(type: string): ValidateFunction | undefined {
-  const schema = Object.hasOwn(eventSchemas, type) ? eventSchemas[type] : undefined;
-  if (schema === undefined) return undefined;
-  let validate = validators.get(type);
-  if (validate === undefined) {
-    validate = ajv.compile(schema);
-    validators.set(type, validate);
-  }
-  return validate;
+/** Per event type, its payload's validator, compiled when first needed, from one version's schemas. */
+function validatorsOf(eventSchemas: Readonly<Record<string, object>>): (type: string) => ValidateFunction | undefined {
+  const validators = new Map<string, ValidateFunction>();
+  return (type) => {
+    const schema = Object.hasOwn(eventSchemas, type) ? eventSchemas[type] : undefined;
+    if (schema === undefined) return undefined;
+    let validate = validators.get(type);
+    if (validate === undefined) {
+      validate = ajv.compile(schema);
+      validators.set(type, validate);
+    }
+    return validate;
+  };
 }
 
 function lowerCased(headers: HeadersLike | null | undefined): Record<string, string> {
@@ -143,7 +137,7 @@ function verifyTimestamp(flat: Record<string, string>, toleranceSeconds: number,
   }
 }
 
-function eventOf(bytes: Uint8Array): WebhookEvent {
+function eventOf(bytes: Uint8Array, validatorOf: (type: string) => ValidateFunction | undefined): unknown {
   let payload: unknown;
   try {
     // A leading byte order mark is signed with the body, and then skipped (TextDecoder's default).
@@ -160,7 +154,18 @@ function eventOf(bytes: Uint8Array): WebhookEvent {
       `${String(type)} payload is not the contract's: ${ajv.errorsText(validate.errors)}`,
     );
   }
-  return payload as WebhookEvent;
+  return payload;
+}
+
+/** `unwrap` of one version: its payloads checked against that version's event schemas. */
+export function unwrapWith<A extends Api>(eventSchemas: Readonly<Record<string, object>>) {
+  const validatorOf = validatorsOf(eventSchemas);
+  return (
+    body: string | Uint8Array,
+    headers: HeadersLike,
+    secrets: readonly string[],
+    options: UnwrapOptions = {},
+  ): ReceivedEvent<A> => verified(body, headers, secrets, options, validatorOf) as ReceivedEvent<A>;
 }
 
 /**
@@ -171,12 +176,13 @@ function eventOf(bytes: Uint8Array): WebhookEvent {
  * exactly as received: the bytes (a `Buffer` or `Uint8Array`), or the string they decode to. Any
  * failure is a `PetstoreWebhookError` whose `check` says which.
  */
-export function unwrap(
+function verified(
   body: string | Uint8Array,
   headers: HeadersLike,
   secrets: readonly string[],
-  options: UnwrapOptions = {},
-): ReceivedEvent {
+  options: UnwrapOptions,
+  validatorOf: (type: string) => ValidateFunction | undefined,
+): unknown {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
     throw new PetstoreWebhookError('payload', 'the body is neither a string nor bytes');
@@ -188,5 +194,5 @@ export function unwrap(
   const flat = lowerCased(headers);
   verifyTimestamp(flat, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS, (options.now ?? Date.now)());
   verifySignature(bytes, flat, Array.isArray(secrets) ? secrets : []);
-  return { ...eventOf(bytes), id: flat['webhook-id'] ?? '' };
+  return { ...(eventOf(bytes, validatorOf) as object), id: flat['webhook-id'] ?? '' };
 }

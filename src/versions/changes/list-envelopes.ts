@@ -50,6 +50,18 @@ function nextLink({ url = '', query = {} }: VersionedResponse, kept: readonly st
  * page in `Link: rel="next"` with the same cursor, so a cursor from either version pages on in the
  * other.
  */
+/** The refusals of a cursor, in v2's words (handlers/cursors.ts) and in v1's, as it answered them. */
+const V1_CURSOR_WORDS = new Map([
+  [
+    'query/cursor is malformed: send it back as the previous page gave it',
+    'query/cursor is malformed: use the URL from the Link header',
+  ],
+  [
+    'query/cursor was made for another list or other filters: send it back with the filters it was given with',
+    'query/cursor was made for another list or other filters: use the URL from the Link header as it is',
+  ],
+]);
+
 export const listEnvelopes: VersionChange = {
   description:
     'Lists (GET /pets, /store/orders, /webhooks and /webhooks/{webhookId}/deliveries) answer {data, nextCursor} instead of a bare array: the next page is asked for with ?cursor={nextCursor}, and no Link header is sent.',
@@ -60,6 +72,13 @@ export const listEnvelopes: VersionChange = {
     { at: 'GET /webhooks/{webhookId}/deliveries responses/200/content' },
   ],
   responseDown: (response) => {
+    if (response.status === 400) {
+      // v1's words for a cursor refused, which send its client back to the Link header.
+      const body = response.body as { detail?: unknown } | undefined;
+      const older = typeof body?.detail === 'string' ? V1_CURSOR_WORDS.get(body.detail) : undefined;
+      if (older !== undefined) response.body = { ...body, detail: older };
+      return;
+    }
     if (response.status !== 200 || !ENVELOPED.has(response.operationId) || !isEnvelope(response.body)) return;
     const { data, nextCursor } = response.body;
     response.body = data;

@@ -1,6 +1,6 @@
 """What every call shares, sync and async: sending as the contract says, retrying when that is
 safe, reading answers into results and errors, paging. No code here is per operation: the
-generated methods (``_generated/methods.py``) describe each call and hand it here."""
+generated methods (``_generated/v<major>/methods.py``) describe each call and hand it here."""
 
 from __future__ import annotations
 
@@ -60,6 +60,12 @@ class Operation:
     idempotency_key: bool = False
     #: A list that pages: the query parameter holding the next page's position.
     cursor: str | None = None
+    #: A list answering an envelope: the property of its items (its next cursor's is ``envelope_next``);
+    #: None for a list answering an array, whose next page is its ``Link: rel="next"``.
+    envelope_items: str | None = None
+    envelope_next: str | None = None
+    #: Its errors are problem details (RFC 9457, ``application/problem+json``): their words are ``detail``.
+    problem: bool = False
 
 
 class RequestOptions(TypedDict, total=False):
@@ -150,18 +156,26 @@ def _error_of(operation: Operation, response: httpx.Response) -> PetstoreError[s
     except ValueError:
         body = None
     fields: Mapping[str, object] = body if isinstance(body, dict) else {}
-    raw = fields.get("code")
-    raw_code = raw if isinstance(raw, str) else ""
-    message = fields.get("message")
+
+
+    def text(name: str) -> str | None:
+        value = fields.get(name)
+        return value if isinstance(value, str) else None
+
+    raw_code = text("code") or ""
+    # Read as the operation's contract says its errors are: problem details, or an Error.
+    message = text("detail" if operation.problem else "message")
     return PetstoreError(
         operation=operation.name,
         status=response.status_code,
         code=reported_code(raw_code, operation.error_codes),
         raw_code=raw_code,
-        message=message if isinstance(message, str) else response.reason_phrase,
+        message=message if message is not None else response.reason_phrase,
         request_id=response.headers.get("x-request-id"),
         retry_after=retry_after_seconds(response.headers.get("retry-after")),
         etag=response.headers.get("etag"),
+        type=text("type") if operation.problem else None,
+        title=text("title") if operation.problem else None,
     )
 
 
@@ -242,7 +256,7 @@ def _timeout(seconds: float) -> httpx.Timeout:
 
 
 class SyncBase(_Transport):
-    """The sync client's sending; its methods are generated (``_generated/methods.py``)."""
+    """The sync client's sending; its methods are generated (``_generated/v<major>/methods.py``)."""
 
     def __init__(
         self,
@@ -295,12 +309,12 @@ class SyncBase(_Transport):
         raise AssertionError("unreachable")
 
     def _page(self, call: Call, parse: Callable[[Any], list[T]]) -> Page[T]:
-        result = self._send(call, parse)
-        return Page(result, _cursor_of(call, result, self._base_url), lambda cursor: self._page(_at(call, cursor), parse))
+        items, next_cursor = _paged(call, self._send(call, _raw), parse, self._base_url)
+        return Page(items, next_cursor, lambda cursor: self._page(_at(call, cursor), parse))
 
 
 class AsyncBase(_Transport):
-    """The async client's sending; its methods are generated (``_generated/methods.py``)."""
+    """The async client's sending; its methods are generated (``_generated/v<major>/methods.py``)."""
 
     def __init__(
         self,
@@ -354,17 +368,32 @@ class AsyncBase(_Transport):
 
     def _pager(self, call: Call, parse: Callable[[Any], list[T]]) -> AsyncPager[T]:
         async def first() -> AsyncPage[T]:
-            result = await self._send(call, parse)
-            return AsyncPage(
-                result,
-                _cursor_of(call, result, self._base_url),
-                lambda cursor: self._pager(_at(call, cursor), parse).first(),
-            )
+            items, next_cursor = _paged(call, await self._send(call, _raw), parse, self._base_url)
+            return AsyncPage(items, next_cursor, lambda cursor: self._pager(_at(call, cursor), parse).first())
 
         return AsyncPager(first)
 
 
-def _cursor_of(call: Call, result: Result[Any, str | None], base_url: str) -> str | None:
+def _raw(body: Any) -> Any:
+    return body
+
+
+def _paged(
+    call: Call, result: Result[Any, str | None], parse: Callable[[Any], list[T]], base_url: str
+) -> tuple[Result[list[T], str | None], str | None]:
+    """A page's items, parsed, and the next page's cursor (None on the last), as the operation's
+    contract pages it: from its envelope, or from its array and ``Link: rel="next"``."""
+    operation = call.operation
+    if operation.envelope_items is not None and operation.envelope_next is not None:
+        body: Mapping[str, Any] = result.data if isinstance(result.data, dict) else {}
+        cursor = body.get(operation.envelope_next)
+        return replace(result, data=parse(body.get(operation.envelope_items))), cursor if isinstance(
+            cursor, str
+        ) else None
+    return replace(result, data=parse(result.data)), _link_cursor(call, result, base_url)
+
+
+def _link_cursor(call: Call, result: Result[Any, str | None], base_url: str) -> str | None:
     link = next_link(result.headers.get("link"))
     if link is None or call.operation.cursor is None:
         return None

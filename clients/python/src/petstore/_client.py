@@ -1,4 +1,6 @@
-"""The clients: one method per operation (generated), and the helpers that work across them."""
+"""What every version's clients share beside their methods: the helpers that work across them. Each
+version's ``Petstore`` and ``AsyncPetstore`` (generated, ``_generated/v<major>/methods.py``) are
+these with one method per operation of its contract."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from ._errors import PetstoreError
-from ._generated.methods import AsyncPetstoreMethods, PetstoreMethods
+from ._base import AsyncBase, SyncBase
 
 W = TypeVar("W")
 
@@ -31,10 +33,10 @@ def _changed(error: Exception) -> bool:
     return isinstance(error, PetstoreError) and error.status == 412
 
 
-class Petstore(PetstoreMethods):
+class SyncClient(SyncBase):
     """A client of the Pet Store API: ``Petstore(base_url, api_key)``, one method per operation.
 
-    ``base_url`` includes the version path (``http://127.0.0.1:3000/v1``); ``api_key`` is sent as
+    ``base_url`` includes the version path (``http://127.0.0.1:3000/v2``; ``/v1`` for ``petstore.v1``); ``api_key`` is sent as
     ``Authorization: Bearer``. ``attempts`` (default 4, the first included), ``backoff`` (the
     first wait, in seconds, when an answer names none: doubled each retry, with full jitter),
     ``max_delay`` (the longest wait, 60 s), ``timeout`` (one attempt's limit, 30 s);
@@ -56,7 +58,7 @@ class Petstore(PetstoreMethods):
         raise AssertionError("unreachable")
 
 
-class AsyncPetstore(AsyncPetstoreMethods):
+class AsyncClient(AsyncBase):
     """The async client: the same methods as ``Petstore``, each awaited (a list that pages returns
     a pager: ``await`` it for the first page, ``async for`` over it for every item)."""
 

@@ -12,7 +12,8 @@ CodeT = TypeVar("CodeT", bound=str, covariant=True)
 
 
 class PetstoreError(Exception, Generic[CodeT]):
-    """The API answered with an error: its ``Error`` body, and what its headers said.
+    """The API answered with an error: its body (an ``Error``, or a problem's details), and what its
+    headers said.
 
     ``code`` is one of the codes the contract lists for the operation (a ``Literal`` union:
     ``is_petstore_error(error, "get_pet")`` narrows it, and a type checker refuses a comparison
@@ -31,6 +32,8 @@ class PetstoreError(Exception, Generic[CodeT]):
         request_id: str | None,
         retry_after: float | None,
         etag: str | None,
+        type: str | None = None,
+        title: str | None = None,
     ) -> None:
         super().__init__(f"{operation}: {status} {raw_code or '(no code)'}: {message}")
         #: The operation called, by its method's name (``get_pet``).
@@ -39,7 +42,12 @@ class PetstoreError(Exception, Generic[CodeT]):
         self.code: CodeT | UnknownCode = code
         #: The code the answer carried, as sent (``""`` when it carried none).
         self.raw_code = raw_code
+        #: The answer's own words: an ``Error``'s ``message``, a problem's ``detail``.
         self.message = message
+        #: A problem's type URI, for a version whose errors are problem details (RFC 9457); None otherwise.
+        self.type = type
+        #: A problem's title, the same for every problem of its type; None where errors are not problems.
+        self.title = title
         #: The answer's ``X-Request-Id``: quote it when asking about the call.
         self.request_id = request_id
         #: Seconds to wait before retrying (``Retry-After``), when the answer said.

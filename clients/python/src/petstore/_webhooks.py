@@ -9,11 +9,9 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import ValidationError
-
-from ._generated.models import EVENTS, Event
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 #: Which check a delivery failed, in the order they are made (see ``unwrap``).
 WebhookCheck = Literal["size", "timestamp", "secret", "signature", "payload"]
@@ -21,6 +19,16 @@ WebhookCheck = Literal["size", "timestamp", "secret", "signature", "payload"]
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_TOLERANCE_SECONDS = 300
 _SECRET_PREFIX = "whsec_"
+
+
+class ReceivedEvent(BaseModel):
+    """What every event ``unwrap`` returns has: its ``id``."""
+
+    id: str = Field(default="", exclude=True)
+    """The delivery's ``webhook-id``: the same on every attempt to deliver it, so deduplicate by it."""
+
+
+EventT = TypeVar("EventT", bound=ReceivedEvent)
 
 
 class PetstoreWebhookError(Exception):
@@ -57,7 +65,8 @@ def _signatures(header: str) -> list[bytes]:
     return passed
 
 
-def unwrap(
+def verified(
+    events: TypeAdapter[EventT],
     body: bytes | str,
     headers: Mapping[str, str],
     secrets: Sequence[str],
@@ -65,8 +74,8 @@ def unwrap(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS,
     now: Callable[[], float] = time.time,
-) -> Event:
-    """A delivery, verified and typed; raises ``PetstoreWebhookError`` for anything else.
+) -> EventT:
+    """A delivery, verified and typed by ``events`` (a version's); raises ``PetstoreWebhookError`` for anything else.
 
     Checks, in this order: the body's size against ``max_body_bytes`` (default 1 MiB; before any
     signature is computed: ``size``); ``webhook-timestamp`` within ``tolerance_seconds`` of now
@@ -76,7 +85,7 @@ def unwrap(
     payload, UTF-8 JSON (a leading byte order mark allowed) of an event the contract declares
     (``payload``). Pass the body exactly as received: its bytes, or the string they decode to.
 
-    Returns the event, one of the ``Event`` union, narrowed by its ``type``, with its ``id``
+    Returns the event, one of the version's ``Event`` union, narrowed by its ``type``, with its ``id``
     (``webhook-id``: the same on every attempt to deliver it, so deduplicate by it).
     """
     if not isinstance(body, (bytes, bytearray, memoryview, str)):
@@ -112,7 +121,7 @@ def unwrap(
     if not isinstance(payload, dict) or "id" in payload:
         raise PetstoreWebhookError("payload", "the body is not an event the contract declares")
     try:
-        event = EVENTS.validate_python(payload)
+        event = events.validate_python(payload)
     except ValidationError as error:
         raise PetstoreWebhookError("payload", f"the payload is not the contract's: {error}") from None
     event.id = webhook_id

@@ -7,6 +7,7 @@ import {
   ENDPOINT_COLUMNS,
   type EndpointRow,
   endpointOf,
+  UNNAMED_API_VERSION,
 } from '../../webhook-rows.js';
 import { firstRow, onlyRow, rows, transaction } from '../queries.js';
 import type { Outbox } from './outbox.js';
@@ -30,7 +31,7 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
         })
       ).map(endpointOf),
     get: async (accountId, id) => found(await get(pool, accountId, id)),
-    create: async (accountId, { url, events }, secret, maxEndpoints) =>
+    create: async (accountId, { url, events, apiVersion = UNNAMED_API_VERSION }, secret, maxEndpoints) =>
       transaction(pool, async (client) => {
         // The account's row, locked, orders the creates of one account: each counts what the one
         // before it committed (read committed: the count is a statement after the lock).
@@ -42,9 +43,9 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
         if (has.count >= maxEndpoints) return 'limit_reached' as const;
         return endpointOf(
           await onlyRow<EndpointRow>(client, {
-            text: `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
-                   VALUES ($1, $2, $3, $4, $5, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-            values: [accountId, url, JSON.stringify(events), secret, now()],
+            text: `INSERT INTO webhook_endpoints (account_id, url, events, api_version, secret, created_at, updated_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING ${ENDPOINT_COLUMNS}`,
+            values: [accountId, url, JSON.stringify(events), apiVersion, secret, now()],
           }),
         );
       }),
@@ -53,7 +54,7 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
         await firstRow<EndpointRow>(pool, {
           // Enabling clears why it was disabled and the failures that led there.
           text: `UPDATE webhook_endpoints SET url = coalesce($3, url), events = coalesce($4::jsonb, events),
-                   enabled = coalesce($5, enabled),
+                   enabled = coalesce($5, enabled), api_version = coalesce($7, api_version),
                    disabled_reason = CASE WHEN $5::boolean IS NULL THEN disabled_reason END,
                    failing_since = CASE WHEN $5::boolean THEN NULL ELSE failing_since END,
                    updated_at = $6
@@ -65,6 +66,7 @@ export function webhookRepository(pool: Pool, outbox: Outbox, now: () => number)
             patch.events === undefined ? null : JSON.stringify(patch.events),
             patch.enabled ?? null,
             now(),
+            patch.apiVersion ?? null,
           ],
         }),
       ),

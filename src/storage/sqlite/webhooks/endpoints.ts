@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { WebhookRepository } from '../../types.js';
+import type { ApiVersionName } from '../../../domain/events.js';
+import type { WebhookFields, WebhookRepository } from '../../types.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -7,6 +8,7 @@ import {
   ENDPOINT_COLUMNS,
   type EndpointRow,
   endpointOf,
+  UNNAMED_API_VERSION,
 } from '../../webhook-rows.js';
 import { atomic } from '../group-commit.js';
 import { BOUND_LIMIT } from '../statements.js';
@@ -17,6 +19,7 @@ interface EndpointUpdate {
   url: string | null;
   events: string | null;
   enabled: number | null;
+  apiVersion: ApiVersionName | null;
   at: number;
   accountId: number;
   id: number;
@@ -36,19 +39,25 @@ export function webhookRepository(
     `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE ${owned}`,
   );
   const count = db.prepare<[number], number>('SELECT count(*) FROM webhook_endpoints WHERE account_id = ?').pluck();
-  const insert = db.prepare<[number, string, string, string, number, number], EndpointRow>(
-    `INSERT INTO webhook_endpoints (account_id, url, events, secret, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+  const insert = db.prepare<[number, string, string, ApiVersionName, string, number, number], EndpointRow>(
+    `INSERT INTO webhook_endpoints (account_id, url, events, api_version, secret, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
   );
   // Counted and written under the write lock (an immediate transaction): no other writer between.
-  const create = atomic(db, (accountId: number, url: string, events: string, secret: string, maxEndpoints: number) => {
-    if ((count.get(accountId) as number) >= maxEndpoints) return 'limit_reached' as const;
-    return endpointOf(insert.get(accountId, url, events, secret, now(), now()) as EndpointRow);
-  });
+  const create = atomic(
+    db,
+    (accountId: number, fields: Required<WebhookFields>, secret: string, maxEndpoints: number) => {
+      if ((count.get(accountId) as number) >= maxEndpoints) return 'limit_reached' as const;
+      const { url, events, apiVersion } = fields;
+      return endpointOf(
+        insert.get(accountId, url, JSON.stringify(events), apiVersion, secret, now(), now()) as EndpointRow,
+      );
+    },
+  );
   // Enabling clears why it was disabled and the failures that led there.
   const update = db.prepare<[EndpointUpdate], EndpointRow>(
     `UPDATE webhook_endpoints SET url = coalesce(@url, url), events = coalesce(@events, events),
-       enabled = coalesce(@enabled, enabled),
+       enabled = coalesce(@enabled, enabled), api_version = coalesce(@apiVersion, api_version),
        disabled_reason = CASE WHEN @enabled IS NULL THEN disabled_reason ELSE NULL END,
        failing_since = CASE WHEN @enabled = 1 THEN NULL ELSE failing_since END,
        updated_at = @at
@@ -79,12 +88,13 @@ export function webhookRepository(
   return {
     list: (accountId) => list.all(accountId).map(endpointOf),
     get: (accountId, id) => found(get.get(accountId, id)),
-    create: (accountId, { url, events }, secret, maxEndpoints) =>
-      create(accountId, url, JSON.stringify(events), secret, maxEndpoints),
+    create: (accountId, { url, events, apiVersion = UNNAMED_API_VERSION }, secret, maxEndpoints) =>
+      create(accountId, { url, events, apiVersion }, secret, maxEndpoints),
     update: (accountId, id, patch) => {
       const enabled = patch.enabled === undefined ? null : Number(patch.enabled);
       const events = patch.events === undefined ? null : JSON.stringify(patch.events);
-      return found(update.get({ url: patch.url ?? null, events, enabled, at: now(), accountId, id }));
+      const apiVersion = patch.apiVersion ?? null;
+      return found(update.get({ url: patch.url ?? null, events, enabled, apiVersion, at: now(), accountId, id }));
     },
     remove: (accountId, id) => remove.run(accountId, id).changes > 0,
     rotateSecret: (accountId, id, { secret, previousExpiresAt }) =>

@@ -13,15 +13,10 @@ from typing import Annotated, Any, Literal, TypeAlias, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..._webhooks import ReceivedEvent
+
 _MODEL = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 _EVENT = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
-
-
-class ReceivedEvent(BaseModel):
-    """What every event `unwrap` returns has: its `id`."""
-
-    id: str = Field(default="", exclude=True)
-    """The delivery's `webhook-id`: the same on every attempt to deliver it, so deduplicate by it."""
 
 
 PetStatus: TypeAlias = Literal["available", "pending", "sold"]
@@ -144,6 +139,15 @@ EventType: TypeAlias = Literal["pet.created", "pet.updated", "pet.deleted", "ord
 """The kinds of event an endpoint can subscribe to (`webhooks` lists each payload)."""
 
 
+WebhookApiVersion: TypeAlias = Literal["v1", "v2"]
+"""The API version whose event payloads the endpoint receives: `v2`'s are the ones described
+under `webhooks` here; a `v1` endpoint receives v1's (`/v1/openapi.json`), the same events
+migrated down for it, each signed over exactly the bytes sent. An endpoint made through
+`/v2` is `v2` unless its create names another; one made through `/v1`, and every endpoint
+made before v2, is `v1`. `PATCH` changes it: the next delivery is in the new version.
+"""
+
+
 class WebhookEndpoint(BaseModel):
     """An endpoint subscribed to events. Its secret is shown only when issued."""
 
@@ -155,6 +159,7 @@ class WebhookEndpoint(BaseModel):
     events: list[EventType]
     enabled: bool
     """False while nothing is sent to it (see `disabledReason`)."""
+    api_version: WebhookApiVersion = Field(validation_alias="apiVersion", serialization_alias="apiVersion")
     disabled_reason: str | None = Field(default=None, validation_alias="disabledReason", serialization_alias="disabledReason")
     """Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -184,6 +189,7 @@ class NewWebhookEndpoint(BaseModel):
 
     url: str
     events: list[EventType]
+    api_version: WebhookApiVersion | None = Field(default=None, validation_alias="apiVersion", serialization_alias="apiVersion")
 
 
 class WebhookEndpointWithSecret(BaseModel):
@@ -197,6 +203,7 @@ class WebhookEndpointWithSecret(BaseModel):
     events: list[EventType]
     enabled: bool
     """False while nothing is sent to it (see `disabledReason`)."""
+    api_version: WebhookApiVersion = Field(validation_alias="apiVersion", serialization_alias="apiVersion")
     disabled_reason: str | None = Field(default=None, validation_alias="disabledReason", serialization_alias="disabledReason")
     """Why the endpoint was disabled, when the server did it: it answered `410 Gone`, or every
     attempt failed for `WEBHOOK_DISABLE_AFTER` (default a day). Absent when enabled, or
@@ -220,6 +227,7 @@ class WebhookEndpointPatch(BaseModel):
     url: str | None = None
     events: list[EventType] | None = None
     enabled: bool | None = None
+    api_version: WebhookApiVersion | None = Field(default=None, validation_alias="apiVersion", serialization_alias="apiVersion")
 
 
 class WebhookEventQueued(BaseModel):
@@ -418,24 +426,37 @@ Pets: TypeAlias = list[Pet]
 """A page of animals in ascending `id` order."""
 
 
-class Error(BaseModel):
-    """The body of every response that is not a success."""
+class Problem(BaseModel):
+    """The body of every response that is not a success: a problem detail (RFC 9457), sent as
+    `application/problem+json`. `type` identifies the kind of problem and `title` is fixed for
+    it (`x-problem-types` lists every one, keyed by `code`); `detail` says what went wrong with
+    this request; `status` repeats the HTTP status; `code` is `type`'s last segment, the
+    machine-readable code v1's `Error` carried (docs/errors.md).
+    """
 
     model_config = _MODEL
 
-    code: str
-    """Machine-readable error code: one of `ErrorCode`'s values. The set grows in minor
-    versions, so this is an open string: a client treats a code it does not know as the
-    generic error of the response's `status`.
+    type: str
+    """The problem type: `https://petstore.example/problems/<code>`, one of `x-problem-types`'
+    (a URI that identifies the type; docs/errors.md documents each).
     """
-    message: str
-    """Human-readable description; for a 400 it names the offending field or parameter."""
+    title: str
+    """The problem type's short summary, the same for every problem of that `type`."""
     status: int
     """The HTTP status of the response."""
+    detail: str
+    """What went wrong with this request, for a person to read; for a `400` it names the
+    offending field or parameter.
+    """
+    code: str
+    """Machine-readable error code: one of `ErrorCode`'s values, and the last segment of
+    `type`. The set grows in minor versions, so this is an open string: a client treats a
+    code it does not know as the generic error of the response's `status`.
+    """
 
 
 ErrorCode: TypeAlias = Literal["invalid_request", "malformed_json", "unauthorized", "not_found", "method_not_allowed", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "request_timeout", "headers_too_large", "rate_limited", "internal_error", "service_unavailable", "invalid_transition", "pet_on_order", "pet_not_available", "precondition_failed", "insufficient_scope", "webhook_url_refused", "webhook_disabled", "webhook_limit_reached", "not_implemented"]
-"""The codes `Error.code` takes in this version: `invalid_request`, `malformed_json` and
+"""The codes `Problem.code` takes in this version: `invalid_request`, `malformed_json` and
 `webhook_url_refused` (400), `unauthorized` (401), `insufficient_scope` (403), `not_found`
 (404), `method_not_allowed` (405), `request_timeout` (408), `invalid_transition`,
 `pet_on_order`, `pet_not_available`, `webhook_disabled` and `webhook_limit_reached` (409),
@@ -466,6 +487,7 @@ __all__ = [
     "WebhookEndpointPage",
     "WebhookEndpoint",
     "EventType",
+    "WebhookApiVersion",
     "NewWebhookEndpoint",
     "WebhookEndpointWithSecret",
     "WebhookEndpointPatch",
@@ -491,7 +513,7 @@ __all__ = [
     "NextCursor",
     "Orders",
     "Pets",
-    "Error",
+    "Problem",
     "ErrorCode",
     "Event",
     "EVENTS",
