@@ -200,7 +200,8 @@ function expectContinue(port: number, head: string, body: string): Promise<strin
     let received = '';
     socket.on('data', (chunk) => {
       received += chunk.toString();
-      if (received === 'HTTP/1.1 100 Continue\r\n\r\n') socket.end(body);
+      // Written, not ended: a client that half-closes is answered by HAProxy in front (docs/deploy.md).
+      if (received === 'HTTP/1.1 100 Continue\r\n\r\n') socket.write(body);
     });
     socket.on('close', () => resolve(received));
     socket.on('error', reject);
