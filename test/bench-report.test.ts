@@ -6,6 +6,7 @@ import {
   type RoundRun,
   summarise,
   verdicts,
+  versionChecks,
 } from '../scripts/bench/report.js';
 
 // The bench's verdicts (PASS/FAIL per target) are what BENCHMARKS.md quotes; these tests hold the
@@ -47,4 +48,19 @@ t.test('a target fails when missed, and any unexpected answer fails the comparis
   ]);
   const [, , row] = resultsTable([{ name: 'bare SQLite', rows }]).split('\n');
   t.equal(row, '| bare SQLite | list-20 | 795 (0.80x) | 12.50 (1.25x) | 110 (1.16x) |');
+});
+
+t.test('v1 against v2: CPU per response within the ratio in every scenario, each answer as expected', async (t) => {
+  const rows = summarise([
+    { scenario: 'list-20', project: figures(900, 10, 105), reference: figures(1000, 10, 100) },
+    { scenario: 'create', project: figures(900, 10, 115), reference: figures(1000, 10, 100) },
+    { scenario: 'create', project: figures(900, 10, 108), reference: figures(1000, 10, 100, 1) },
+  ]);
+  t.same(verdicts(versionChecks(rows, 1.1)), [
+    'PASS  CPU per response, v1 through the changes <= 1.1x v2  list-20: 1.05x',
+    'FAIL  CPU per response, v1 through the changes <= 1.1x v2  create: 1.11x',
+    'FAIL  every response has the expected status, no socket errors  v1 and v2: 1 unexpected or failed',
+    '',
+    '2 of 3 targets NOT met (see FAIL above).',
+  ]);
 });

@@ -3,7 +3,7 @@
  * main-thread instructions per response counted by valgrind's callgrind once the server is warm (a
  * count, not a time: it does not move with the machine's other tenants). The project runs with
  * every feature on, then once per feature with that one turned off: by its setting where it has
- * one, by a request that asks for it (an Idempotency-Key, a webhook subscription), or else by
+ * one, by a request that asks for it (a webhook subscription), or else by
  * feature-off.ts. The bare reference (bare.ts) is counted too. Needs valgrind.
  */
 import { spawnSync } from 'node:child_process';
@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { ALL_ON, OPERATION_FEATURES, REQUEST_FEATURES } from './features.js';
 import { applyLoad } from './load.js';
 import { count, median, textTable } from './report.js';
-import { IDEMPOTENT_CREATE, loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
+import { loadRequests, type Scenario, scenarioNamed } from './scenarios.js';
 import { BARE, PROJECT, type ServerSpec, withServer } from './servers.js';
 import { projectRoot, wholeSetting } from './settings.js';
 import { sqliteBackend, type Table } from './tables.js';
@@ -51,7 +51,6 @@ const variants = (scenario: string): Variant[] => [
   ...(scenario === 'get-one'
     ? REQUEST_FEATURES.map((feature) => ({ ...feature, sign: 1 as const }))
     : [
-        { feature: 'idempotency claim', sign: -1 as const, scenario: IDEMPOTENT_CREATE },
         { feature: 'outbox write and its delivery', sign: -1 as const, subscribed: true },
         // The worker claiming once an hour: what a subscribed create costs its own request.
         {

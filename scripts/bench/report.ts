@@ -67,19 +67,42 @@ export const check = (target: string, subject: string, value: string, pass: bool
   pass,
 });
 
+/** Every answer of both servers as expected. */
+function expectedAnswers(rows: SummaryRow[], servers: string): TargetCheck {
+  const unexpected = rows.reduce((n, row) => n + row.project.unexpected + row.reference.unexpected, 0);
+  return check(
+    'every response has the expected status, no socket errors',
+    servers,
+    `${unexpected} unexpected or failed`,
+    unexpected === 0,
+  );
+}
+
 /** Throughput against the reference, and every answer as expected. */
 export function comparisonChecks(rows: SummaryRow[], minRpsRatio: number, reference: string): TargetCheck[] {
-  const unexpected = rows.reduce((n, row) => n + row.project.unexpected + row.reference.unexpected, 0);
   return [
     ...rows.map(({ scenario, x }) =>
       check(`throughput >= ${minRpsRatio}x ${reference}`, scenario, ratio(x.rps), x.rps >= minRpsRatio),
     ),
-    check(
-      'every response has the expected status, no socket errors',
-      `project and ${reference}`,
-      `${unexpected} unexpected or failed`,
-      unexpected === 0,
+    expectedAnswers(rows, `project and ${reference}`),
+  ];
+}
+
+/**
+ * v1 (the project role) against v2 (the reference): CPU per response, the figure a loaded machine
+ * moves least, within `maxCpuRatio` in every scenario, and every answer as expected.
+ */
+export function versionChecks(rows: SummaryRow[], maxCpuRatio: number): TargetCheck[] {
+  return [
+    ...rows.map(({ scenario, x }) =>
+      check(
+        `CPU per response, v1 through the changes <= ${maxCpuRatio}x v2`,
+        scenario,
+        ratio(x.cpu),
+        x.cpu <= maxCpuRatio,
+      ),
     ),
+    expectedAnswers(rows, 'v1 and v2'),
   ];
 }
 

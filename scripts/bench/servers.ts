@@ -93,7 +93,7 @@ export async function withServer<T>(
       if (child.exitCode !== null) throw new Error(`${spec.name} server exited while starting: ${stderr}`);
       if (performance.now() - spawnedAt > startupLimitMs)
         throw new Error(`${spec.name} server gave no 200 within ${startupLimitMs} ms: ${stderr}`);
-      const status = await fetch(`${origin}/v1/pets?limit=1`, { headers }).then(
+      const status = await fetch(`${origin}/v2/pets?limit=1`, { headers }).then(
         async (response) => {
           await response.arrayBuffer();
           return response.status;

@@ -11,7 +11,7 @@ export function wholeSetting(name: string, fallback: number, env: NodeJS.Process
   return Number(value);
 }
 
-export const PARTS = ['sqlite', 'postgres', 'webhooks', 'overload', 'balancer'];
+export const PARTS = ['sqlite', 'postgres', 'versions', 'webhooks', 'overload', 'balancer'];
 /** Run only when BENCH_PARTS names them. */
 export const OPTIONAL_PARTS = ['features'];
 

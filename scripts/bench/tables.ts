@@ -31,7 +31,9 @@ export interface Backend {
 /** 60% available, 30% pending, 10% sold (every tenth id), named and categorised by id. */
 const status = (i: string) =>
   `CASE WHEN ${i} % 10 = 0 THEN 'sold' WHEN ${i} % 10 >= 7 THEN 'pending' ELSE 'available' END`;
-const values = (i: string) => `'Pet ' || ${i}, 1 + ${i} % 50, ${status(i)}`;
+/** `at`: the time of the seeding, as the project writes a new pet's created_at and updated_at. */
+const values = (i: string, at: string) => `'Pet ' || ${i}, 1 + ${i} % 50, ${status(i)}, ${at}, ${at}`;
+const COLUMNS = 'name, category_id, status, created_at, updated_at';
 
 /** `petstore <args>` on `database`; its last line of output. */
 function petstore(database: string, ...args: string[]): string {
@@ -57,8 +59,9 @@ export const sqliteBackend: Backend = {
     const key = prepare(file);
     const db = new Database(file);
     db.prepare(
-      `INSERT INTO pets (name, category_id, status)
-       WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT ${values('i')} FROM n`,
+      `INSERT INTO pets (${COLUMNS})
+       WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+       SELECT ${values('i', "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')")} FROM n`,
     ).run(PETS);
     db.close(); // checkpoints the WAL into the file
     return {
@@ -93,7 +96,8 @@ export async function postgresBackend(): Promise<Backend> {
       const key = prepare(url);
       await onServer(
         url,
-        `INSERT INTO pets (name, category_id, status) SELECT ${values('i')} FROM generate_series(1, ${PETS}) i`,
+        `INSERT INTO pets (${COLUMNS}) SELECT ${values('i', "date_trunc('milliseconds', now())")}
+         FROM generate_series(1, ${PETS}) i`,
         'VACUUM ANALYZE',
         'CREATE EXTENSION IF NOT EXISTS pg_prewarm',
       );

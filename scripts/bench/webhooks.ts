@@ -71,7 +71,7 @@ export class Receiver {
 }
 
 export async function subscribe(origin: string, key: string, url: string): Promise<void> {
-  const response = await fetch(`${origin}/v1/webhooks`, {
+  const response = await fetch(`${origin}/v2/webhooks`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ url, events: ['pet.created'] }),

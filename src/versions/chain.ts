@@ -7,7 +7,11 @@ import type { ApiVersion, VersionChange, VersionedEvent, VersionedRequest, Versi
  */
 export class VersionChain {
   readonly newest: number;
-  private readonly byMajor: Map<number, ApiVersion>;
+  /**
+   * Each version's changes since, oldest first and newest first, listed once: a request and its
+   * response go through them on every call.
+   */
+  private readonly since: Map<number, { up: readonly VersionChange[]; down: readonly VersionChange[] }>;
 
   constructor(readonly versions: readonly ApiVersion[]) {
     const majors = versions.map(({ major }) => major);
@@ -17,39 +21,49 @@ export class VersionChain {
         throw new Error(`versions must follow one another: ${majors.join(', ')}`);
       }
     });
-    this.byMajor = new Map(versions.map((version) => [version.major, version]));
+    this.since = new Map(
+      majors.map((major) => {
+        const up = versions.filter((version) => version.major > major).flatMap((version) => version.changes);
+        return [major, { up, down: [...up].reverse() }];
+      }),
+    );
     this.newest = majors.at(-1) ?? 0;
+  }
+
+  #changes(major: number) {
+    const changes = this.since.get(major);
+    if (changes === undefined) throw new Error(`no version ${major}`);
+    return changes;
   }
 
   /** The changes between `major` and the newest version, oldest first. */
   changesSince(major: number): VersionChange[] {
-    if (!this.byMajor.has(major)) throw new Error(`no version ${major}`);
-    return this.versions.filter((version) => version.major > major).flatMap((version) => version.changes);
+    return [...this.#changes(major).up];
   }
 
   /** The newest version's operation that answers `operationId` of `major` (itself, unless a change says otherwise). */
   answeringOperation(major: number, operationId: string): string {
     let answering = operationId;
-    for (const change of this.changesSince(major)) answering = change.answeredBy?.[answering] ?? answering;
+    for (const change of this.#changes(major).up) answering = change.answeredBy?.[answering] ?? answering;
     return answering;
   }
 
   /** Migrates a request of `major` up to the newest version, in place. */
   requestUp(major: number, request: VersionedRequest): VersionedRequest {
-    for (const change of this.changesSince(major)) change.requestUp?.(request);
+    for (const change of this.#changes(major).up) change.requestUp?.(request);
     return request;
   }
 
   /** Migrates a response of the newest version down to `major`, in place. */
   responseDown(major: number, response: VersionedResponse): VersionedResponse {
-    for (const change of this.changesSince(major).reverse()) change.responseDown?.(response);
+    for (const change of this.#changes(major).down) change.responseDown?.(response);
     return response;
   }
 
   /** An event payload of the newest version as `major`'s subscribers get it; the newest one is left as it is. */
   eventDown(major: number, event: VersionedEvent): VersionedEvent {
     let migrated = event;
-    for (const change of this.changesSince(major).reverse()) migrated = change.eventDown?.(migrated) ?? migrated;
+    for (const change of this.#changes(major).down) migrated = change.eventDown?.(migrated) ?? migrated;
     return migrated;
   }
 }
