@@ -9,7 +9,6 @@
  * writes. The clients have no code of their own per operation nor per version: an operation added
  * to a contract is callable in both once this runs.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { validateContract } from '../../src/contract/document.js';
 import { API_VERSIONS } from '../../src/versions/index.js';
@@ -21,7 +20,7 @@ import {
   UNKNOWN_CODE,
   versionFolder,
 } from './client-description.js';
-import { generateTypesOf } from './generate-types.js';
+import { generateTypesOf, staleFiles } from './generate-types.js';
 import { pythonClientFiles, pythonGeneratedDir } from './generate-python-client.js';
 
 export const clientGeneratedDir = 'clients/typescript/src/generated';
@@ -235,13 +234,5 @@ export async function generateClient(root: string, newest?: ClientContract): Pro
 
 /** The clients' generated files that are not what the contracts generate. */
 export async function staleClientFiles(root: string, contract: ClientContract): Promise<string[]> {
-  const expected = await generateClient(root, contract);
-  const committed = (file: string) => {
-    try {
-      return readFileSync(join(root, file), 'utf8');
-    } catch {
-      return undefined;
-    }
-  };
-  return [...expected].filter(([file, text]) => committed(file) !== text).map(([file]) => file);
+  return staleFiles(root, await generateClient(root, contract));
 }

@@ -50,9 +50,8 @@ export async function generateTypeFiles(root: string): Promise<Map<string, strin
   return new Map(entries);
 }
 
-/** The files of generated/ that are not what the contracts generate (none when current). */
-export async function staleGeneratedTypes(root: string): Promise<string[]> {
-  const expected = await generateTypeFiles(root);
+/** Of `expected` (text by path from the root), the files committed otherwise, or missing. */
+export function staleFiles(root: string, expected: ReadonlyMap<string, string>): string[] {
   const committed = (file: string) => {
     try {
       return readFileSync(join(root, file), 'utf8');
@@ -61,4 +60,9 @@ export async function staleGeneratedTypes(root: string): Promise<string[]> {
     }
   };
   return [...expected].filter(([file, text]) => committed(file) !== text).map(([file]) => file);
+}
+
+/** The files of generated/ that are not what the contracts generate (none when current). */
+export async function staleGeneratedTypes(root: string): Promise<string[]> {
+  return staleFiles(root, await generateTypeFiles(root));
 }
