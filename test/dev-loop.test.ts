@@ -6,11 +6,11 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { parse } from 'yaml';
 import { formatDrift } from '../scripts/contract-check/drift.js';
-import { checkResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
+import { checkServedResponses, loadUnreachedResponses } from '../scripts/contract-check/responses.js';
 import { freePort } from '../scripts/local-servers.js';
-import { loadContract } from '../src/contract/document.js';
 import { projectRoot } from '../src/contract/paths.js';
 import { newestRelease } from '../src/versions/releases.js';
+import { servedContracts } from '../src/versions/served.js';
 import { contract as projectContract } from './helpers/contract.js';
 import { NEW_OPERATION, NEW_OPERATION_NOT_FOUND, SHARED_RESPONSES, withNewOperation } from './helpers/new-operation.js';
 import { copyProject } from './helpers/project-copy.js';
@@ -303,7 +303,8 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   );
   const responseLog = join(copy, 'dist', 'responses.log');
   writeFileSync(responseLog, '');
-  const uncovered = checkResponses(await loadContract(contractFile), '', loadUnreachedResponses(copy))
+  const served = await servedContracts(copy);
+  const uncovered = checkServedResponses([served.contract, ...served.olderContracts], '', loadUnreachedResponses(copy))
     .map(formatDrift)
     .join('\n');
   t.match(uncovered, `no test sees response 204 of ${operationId}`, 'naming the operation and the response');
