@@ -26,7 +26,7 @@ t.test(
     const quick = benchSettings({ BENCH_QUICK: '1', BENCH_ROUNDS: '4' });
     t.same([quick.seconds, quick.warmupSeconds, quick.rounds], [2, 5, 4]);
     t.throws(() => benchSettings({ BENCH_ROUNDS: 'five' }), /BENCH_ROUNDS must be a whole number/);
-    t.same(benchSettings({}).parts, ['sqlite', 'postgres', 'webhooks', 'overload', 'balancer']);
+    t.same(benchSettings({}).parts, ['sqlite', 'postgres', 'versions', 'webhooks', 'overload', 'balancer']);
     t.same(benchSettings({ BENCH_PARTS: 'postgres' }).parts, ['postgres']);
     t.same(benchSettings({ BENCH_PARTS: 'features' }).parts, ['features'], 'the price list, when named');
     t.throws(() => benchSettings({ BENCH_PARTS: 'sqlite,redis' }), /BENCH_PARTS: unknown redis/);
