@@ -1,8 +1,5 @@
 import type { VersionChange } from '../change.js';
 
-/** The operations whose success answers one webhook endpoint. */
-const ENDPOINT_ANSWERS = new Set(['createWebhook', 'getWebhook', 'updateWebhook', 'rotateWebhookSecret']);
-
 /** An endpoint as v1 shows it: without the version of the payloads it receives. */
 function withoutApiVersion(endpoint: unknown): unknown {
   if (typeof endpoint !== 'object' || endpoint === null) return endpoint;
@@ -11,12 +8,21 @@ function withoutApiVersion(endpoint: unknown): unknown {
   return copy;
 }
 
-/** listWebhooks' answer as v1 shows it: a bare array, or the envelope a later change of v2 makes of it. */
-function listWithoutApiVersion(body: unknown): unknown {
-  if (Array.isArray(body)) return body.map(withoutApiVersion);
+/**
+ * An answer as v1 shows it: an endpoint, or a list of them (a bare array, or v2's page), without
+ * `apiVersion`, which only endpoints carry. Read from the answer rather than from a list of
+ * operations, so an operation added later that answers endpoints needs no edit here.
+ */
+function answerWithoutApiVersion(body: unknown): unknown {
+  if (Array.isArray(body)) return body.some(hasApiVersion) ? body.map(withoutApiVersion) : body;
   if (typeof body !== 'object' || body === null) return body;
+  if (hasApiVersion(body)) return withoutApiVersion(body);
   const { data } = body as { data?: unknown };
-  return Array.isArray(data) ? { ...body, data: data.map(withoutApiVersion) } : body;
+  return Array.isArray(data) && data.some(hasApiVersion) ? { ...body, data: data.map(withoutApiVersion) } : body;
+}
+
+function hasApiVersion(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && 'apiVersion' in value;
 }
 
 /**
@@ -44,7 +50,6 @@ export const eventsByVersion: VersionChange = {
   },
   responseDown: (response) => {
     if (response.status < 200 || response.status > 299) return;
-    if (ENDPOINT_ANSWERS.has(response.operationId)) response.body = withoutApiVersion(response.body);
-    else if (response.operationId === 'listWebhooks') response.body = listWithoutApiVersion(response.body);
+    response.body = answerWithoutApiVersion(response.body);
   },
 };

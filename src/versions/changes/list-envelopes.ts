@@ -7,14 +7,10 @@ interface Envelope {
 }
 
 /**
- * v1's operations answered by a v2 list: v2's lists, and getPet, which v2 answers with listPets
- * (getPetRemoved, listed before this change, makes the one pet of the array v1's getPet answer).
- */
-const ENVELOPED = new Set(['listPets', 'listOrders', 'listWebhooks', 'listWebhookDeliveries', 'getPet']);
-
-/**
  * The lists v1 pages with `Link: rel="next"`, and the query parameters its URL keeps, in the order
  * v1 has always written them (`cursor` last); v1's webhook lists are served whole, without one.
+ * This is v1's released behaviour, fixed with its release: a list added to v2 later has no v1 to
+ * answer and needs no entry.
  */
 const LINKED_QUERY: Readonly<Record<string, readonly string[]>> = {
   listPets: ['limit', 'status', 'id'],
@@ -22,7 +18,9 @@ const LINKED_QUERY: Readonly<Record<string, readonly string[]>> = {
 };
 
 function isEnvelope(body: unknown): body is Envelope {
-  return typeof body === 'object' && body !== null && Array.isArray((body as Partial<Envelope>).data);
+  return (
+    typeof body === 'object' && body !== null && Array.isArray((body as Partial<Envelope>).data) && 'nextCursor' in body
+  );
 }
 
 /** A validated query parameter as v1's `Link` writes it: a list of ids comma-separated (`id=3,7`). */
@@ -79,7 +77,8 @@ export const listEnvelopes: VersionChange = {
       if (older !== undefined) response.body = { ...body, detail: older };
       return;
     }
-    if (response.status !== 200 || !ENVELOPED.has(response.operationId) || !isEnvelope(response.body)) return;
+    // Any v2 page, getPet's too (answered by listPets; getPetRemoved, listed before, takes its one pet).
+    if (response.status !== 200 || !isEnvelope(response.body)) return;
     const { data, nextCursor } = response.body;
     response.body = data;
     const kept = LINKED_QUERY[response.operationId];

@@ -1,8 +1,5 @@
 import type { VersionChange, VersionedEvent, VersionedResponse } from '../change.js';
 
-/** The operations whose answers carry pets: one, or a list (a bare array, or v2's `{data}` page). */
-const ANSWERS_WITH_PETS = new Set(['createPet', 'updatePet', 'listPets', 'getPet']);
-const PET_EVENTS = new Set(['pet.created', 'pet.updated', 'pet.deleted']);
 const V2_FIELDS = new Set(['createdAt', 'updatedAt']);
 
 /**
@@ -16,6 +13,14 @@ function withoutTimestamps(pet: unknown): unknown {
   const older: Record<string, unknown> = {};
   for (const key in newer) if (!V2_FIELDS.has(key)) older[key] = newer[key];
   return older;
+}
+
+/**
+ * Whether a body is a Pet: the contract's only schema with a `categoryId`. Read from the answer,
+ * not from a list of operations, so an operation added later that answers pets needs no edit here.
+ */
+function isPet(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && 'categoryId' in body;
 }
 
 function petsOf(body: unknown): unknown[] | undefined {
@@ -38,17 +43,18 @@ export const petTimestamps: VersionChange = {
     { at: 'POST /pets responses/201/content/application/json/schema/properties/updatedAt' },
   ],
   responseDown: (response: VersionedResponse) => {
-    if (!ANSWERS_WITH_PETS.has(response.operationId) || response.status >= 300) return;
+    if (response.status >= 300) return;
     const pets = petsOf(response.body);
     if (pets === undefined) {
-      response.body = withoutTimestamps(response.body);
+      if (isPet(response.body)) response.body = withoutTimestamps(response.body);
       return;
     }
+    if (!pets.some(isPet)) return;
     const older = pets.map(withoutTimestamps);
     response.body = Array.isArray(response.body) ? older : { ...(response.body as object), data: older };
   },
   eventDown: (event: VersionedEvent) =>
-    PET_EVENTS.has(event.type)
+    isPet(event.payload.data)
       ? { ...event, payload: { ...event.payload, data: withoutTimestamps(event.payload.data) } }
       : event,
 };
