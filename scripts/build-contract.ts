@@ -1,8 +1,9 @@
 /**
- * Run by `npm run build`, after tsc: validates openapi.yaml once, so that a start need not.
+ * Run by `npm run build`, after tsc: validates the served contracts once, so that a start need not.
  * Writes to dist/contract/:
  * - openapi.json: the contract as written and dereferenced, keyed by the SHA-256 of its bytes
- *   (loadContract uses it only for those bytes, and validates anything else itself);
+ *   (loadContract uses it only for those bytes, and validates anything else itself); likewise
+ *   v1.2.0.json for each older version's served release (every test file and every start loads it);
  * - meta-schema.mjs: the OpenAPI meta-schema fastify-openapi-glue validates the contract against,
  *   compiled to standalone code with the validator's own ajv options (see src/contract/meta-schema.ts).
  * An invalid contract fails the build, naming what is wrong; so do a generated/ (or the TypeScript
@@ -13,15 +14,19 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standaloneCode from 'ajv/dist/standalone/index.js';
 import addFormats from 'ajv-formats';
+import { join } from 'node:path';
 import {
   type CompiledContract,
   compiledContractFile,
+  compiledContractFileFor,
   loadContract,
   sha256,
   validateContract,
 } from '../src/contract/document.js';
 import { metaSchemaFile, metaSchemaVersion, precompiledMetaSchemaFile } from '../src/contract/meta-schema.js';
 import { compiledContractDir, contractPath, projectRoot } from '../src/contract/paths.js';
+import { API_VERSIONS } from '../src/versions/index.js';
+import { newestRelease } from '../src/versions/releases.js';
 import { checkHandlers } from './contract-check/handlers.js';
 import { staleClientFiles } from './contract/generate-client.js';
 import { staleGeneratedTypes } from './contract/generate-types.js';
@@ -62,9 +67,20 @@ export function writeCompiledContract(compiled: CompiledContract): void {
   writeFileSync(precompiledMetaSchemaFile, compileMetaSchema(metaSchemaVersion(compiled.document.openapi)));
 }
 
+/** The release served for each older major version (src/versions/served.ts), validated as openapi.yaml is. */
+async function writeServedReleases(): Promise<void> {
+  for (const { major } of API_VERSIONS.slice(0, -1)) {
+    const release = newestRelease(projectRoot, major);
+    if (release === undefined) continue; // a start says so: version declared without a release
+    const file = join(projectRoot, release.file);
+    writeFileSync(compiledContractFileFor(file), JSON.stringify(await buildContract(file)));
+  }
+}
+
 async function main(): Promise<void> {
   const compiled = await buildContract();
   writeCompiledContract(compiled);
+  await writeServedReleases();
   // npm run contract:check builds with this: it reports these drifts itself, with diffs and fixes.
   if (process.argv.includes('--no-drift-check')) return;
   const problems: string[] = [];

@@ -5,9 +5,11 @@ import t from 'tap';
 import { parseDocument } from 'yaml';
 import { buildContract } from '../scripts/build-contract.js';
 import { buildApp } from '../src/app.js';
-import { loadContract, type OpenApiDocument, sha256 } from '../src/contract/document.js';
+import { loadContract, type OpenApiDocument, sha256, validateContract } from '../src/contract/document.js';
 import { precompiledMetaSchemaFile, usePrecompiledMetaSchema } from '../src/contract/meta-schema.js';
-import { contractPath } from '../src/contract/paths.js';
+import { contractPath, projectRoot } from '../src/contract/paths.js';
+import { newestRelease } from '../src/versions/releases.js';
+import { servedContracts } from '../src/versions/served.js';
 import { openSqlite } from '../src/storage/sqlite/index.js';
 import { temporaryDirectory, type Teardown } from './helpers/api.js';
 
@@ -38,6 +40,17 @@ t.test('a start uses the copy the build validated, and only for the very same by
   t.same(edited.document, built.document, 'the build kept the contract as written');
   t.same(edited.dereferenced, built.dereferenced, 'and dereferenced as swagger-parser does');
   t.same(edited.operations, built.operations);
+});
+
+t.test("each older version's served release is validated by the build too", async (t) => {
+  const { olderContracts } = await servedContracts();
+  t.ok(olderContracts.length > 0, 'v2 serves v1 beside it');
+  for (const older of olderContracts) {
+    t.equal(older.validatedAt, 'build', `${older.basePath}: npm run build left a validated copy of its release`);
+    const release = newestRelease(projectRoot, Number(older.document.info.version.split('.')[0]));
+    const atStart = await validateContract(join(projectRoot, release?.file ?? ''));
+    t.same(older.dereferenced, atStart.dereferenced, `${older.basePath}: the same as validating it at start`);
+  }
 });
 
 t.test('a contract edited after the build is still validated before it is served', async (t) => {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, extname, join } from 'node:path';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { compiledContractDir, contractPath } from './paths.js';
 
@@ -68,7 +68,14 @@ export interface CompiledContract extends ValidatedContract {
   sourceSha256: string;
 }
 
-export const compiledContractFile = join(compiledContractDir, 'openapi.json');
+/**
+ * Where `npm run build` keeps the validated copy of a contract file, by its name: openapi.yaml's is
+ * openapi.json, a served release's (contracts/v1.2.0.yaml) v1.2.0.json.
+ */
+export const compiledContractFileFor = (path: string) =>
+  join(compiledContractDir, `${basename(path, extname(path))}.json`);
+
+export const compiledContractFile = compiledContractFileFor(contractPath);
 
 export function sha256(bytes: Uint8Array | string): string {
   return createHash('sha256').update(bytes).digest('hex');
@@ -107,8 +114,8 @@ export async function validateContract(path: string = contractPath): Promise<Val
   return { document, dereferenced };
 }
 
-async function readCompiled(sourceSha256: string): Promise<CompiledContract | undefined> {
-  const compiled = await readFile(compiledContractFile, 'utf8').then(
+async function readCompiled(path: string, sourceSha256: string): Promise<CompiledContract | undefined> {
+  const compiled = await readFile(compiledContractFileFor(path), 'utf8').then(
     (text) => JSON.parse(text) as CompiledContract,
     () => undefined,
   );
@@ -116,13 +123,14 @@ async function readCompiled(sourceSha256: string): Promise<CompiledContract | un
 }
 
 /**
- * Loads `openapi.yaml` validated and dereferenced. Validating costs a few hundred milliseconds, so
- * `npm run build` does it once and keeps the result keyed by the file's hash; a contract whose
+ * Loads a contract (by default `openapi.yaml`) validated and dereferenced. Validating costs a few
+ * hundred milliseconds, so `npm run build` does it once for every contract served (openapi.yaml and
+ * each older version's release) and keeps the result keyed by the file's hash; a contract whose
  * bytes differ from what was built (edited since, or another file) is validated here instead.
  */
 export async function loadContract(path: string = contractPath): Promise<Contract> {
   const hash = sha256(await readFile(path));
-  const compiled = await readCompiled(hash);
+  const compiled = await readCompiled(path, hash);
   const { document, dereferenced } = compiled ?? (await validateContract(path));
   return {
     document,

@@ -46,7 +46,9 @@ function describe(errors: ErrorObject[] | null | undefined, schemaAt: string): s
 }
 
 export class ResponseConformance {
-  readonly #ajv = addFormats.default(new Ajv2020({ strict: false, allErrors: true }));
+  // The contract's schemas were checked against the meta-schema when it was validated (validateContract):
+  // checking again would compile the meta-schema in every process that checks a response.
+  readonly #ajv = addFormats.default(new Ajv2020({ strict: false, allErrors: true, validateSchema: false }));
   readonly #validators = new WeakMap<object, ValidateFunction>();
   /** The body of a 404 or 405 no operation answers: a `Problem` where the contract has one (v2), else its `Error`. */
   readonly #errorBody: { mediaType: string; schema: object; at: string };

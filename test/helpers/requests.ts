@@ -143,7 +143,8 @@ export const schemaNames: string[] = [
 // ---------------------------------------------------------------------------------------------
 // What the contract accepts
 
-const ajv = addFormats.default(new Ajv2020({ strict: false }));
+// The contract's schemas, validated with it (validateContract).
+const ajv = addFormats.default(new Ajv2020({ strict: false, validateSchema: false }));
 const validators = new WeakMap<object, ValidateFunction>();
 
 /** Whether a JSON value satisfies a schema (no coercion, as request bodies are checked). */
