@@ -4,8 +4,8 @@
  *
  *   npm test                          the build; then, TEST_JOBS at a time, the suites on SQLite
  *                                     and again on PostgreSQL; the suites that measure load, one
- *                                     at a time, with lint and format:check meanwhile;
- *                                     contract:check
+ *                                     at a time, with lint, format:check and contract:check's
+ *                                     other checks meanwhile; contract:check of the responses
  *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint,
  *                                     format:check and contract:check (all of it but the responses
  *                                     seen by tests, which needs every suite): the fast subset
@@ -105,17 +105,25 @@ const npmRun = (script: string) => ({ group: script, name: script, program: 'npm
 
 /**
  * contract:check's script, as `npm run contract:check` runs it after the type check and build the
- * build stage has just done. With the log of every suite's responses only after the whole suite;
- * otherwise without it, and it says so (scripts/contract-check/responses.ts).
+ * build stage has just done: every check but the responses tests saw (it says so), or that check
+ * alone, which reads the log of every suite's responses and so runs after the whole suite.
  */
-function contractCheck(withResponses: boolean): GroupedJob {
-  return {
-    group: 'contract:check',
-    name: withResponses ? 'contract:check' : 'contract:check (responses not checked)',
-    program: process.execPath,
-    args: [join('dist', 'scripts', 'contract-check.js')],
-    ...(withResponses ? {} : { env: { PETSTORE_RESPONSE_LOG: undefined } }),
-  };
+function contractCheck(part: 'without responses' | 'responses'): GroupedJob {
+  const script = join('dist', 'scripts', 'contract-check.js');
+  return part === 'responses'
+    ? {
+        group: 'contract:check',
+        name: 'contract:check --responses',
+        program: process.execPath,
+        args: [script, '--responses'],
+      }
+    : {
+        group: 'contract:check',
+        name: 'contract:check (responses not checked)',
+        program: process.execPath,
+        args: [script],
+        env: { PETSTORE_RESPONSE_LOG: undefined },
+      };
 }
 
 const TEST_DIRECTORY = join(projectRoot, 'dist', 'test');
@@ -165,13 +173,13 @@ function plan(args: string[]): Stage[] {
     return [{ jobs: files.map((file) => fileJob(file, 'postgres')), parallel: JOBS }];
   }
   // Lint and format with the suites: a style slip would otherwise first fail the full run.
-  const checks = [npmRun('lint'), npmRun('format:check')];
+  const checks = [npmRun('lint'), npmRun('format:check'), contractCheck('without responses')];
   if (args.length === 1 && args[0] === '--no-load') {
     const files = allTestFiles().filter((file) => !matches(LOAD, file));
     say(
       `runs the build, every suite but those that measure load (${LOAD.join(', ')}), lint, format:check and contract:check without the responses seen by tests (npm test checks those)`,
     );
-    return [{ jobs: [...onBothBackends(files), ...checks, contractCheck(false)], parallel: JOBS }];
+    return [{ jobs: [...onBothBackends(files), ...checks], parallel: JOBS }];
   }
   if (args.length > 0) {
     const files = args.map(compiledTest);
@@ -180,7 +188,7 @@ function plan(args: string[]): Stage[] {
     );
     for (const file of files.filter((file) => matches(NOT_ON_POSTGRES, file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
-    return [{ jobs: [...onBothBackends(files), ...checks, contractCheck(false)], parallel: JOBS }];
+    return [{ jobs: [...onBothBackends(files), ...checks], parallel: JOBS }];
   }
   const files = allTestFiles();
   return [
@@ -191,7 +199,7 @@ function plan(args: string[]): Stage[] {
       beside: checks,
     },
     // Last: it reads the log of every response the suites saw.
-    { jobs: [contractCheck(true)], parallel: 1 },
+    { jobs: [contractCheck('responses')], parallel: 1 },
   ];
 }
 

@@ -314,6 +314,21 @@ t.test('lint: the committed ruleset fails a contract that breaks it', async (t) 
   );
 });
 
+t.test("Redocly's kept reports stand only for the same inputs: an edited ruleset is applied at once", async (t) => {
+  const root = copyContract(t);
+  t.same(await checkLint(root), [], 'openapi.yaml lints clean');
+  t.same(await checkLint(root), [], 'and again, from the report kept of the first run');
+  const ruleset = join(root, 'redocly.yaml');
+  writeFileSync(
+    ruleset,
+    readFileSync(ruleset, 'utf8').replace(
+      /^rules:\n/m,
+      'rules:\n  rule/every-operation-says-x-owner:\n    subject: { type: Operation, property: x-owner }\n    assertions: { defined: true }\n    severity: error\n',
+    ),
+  );
+  t.match(report(await checkLint(root)), /lint error rule\/every-operation-says-x-owner/, 'a rule added is applied');
+});
+
 t.test('served: a server publishing another contract than the committed one', async (t) => {
   const root = copyContract(t);
   t.same(await checkServed(root, committed), []);

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual, promisify } from 'node:util';
 import type { OpenAPIV3_1 } from 'openapi-types';
@@ -40,9 +42,59 @@ export async function run(
   }
 }
 
-/** Runs the project's Redocly CLI (the version in package-lock.json). */
+/** What a Redocly report depends on besides its arguments: the CLI's version and the ruleset. */
+const REDOCLY_INPUTS = [
+  join('node_modules', '@redocly', 'cli', 'package.json'),
+  'redocly.yaml',
+  '.redocly.lint-ignore.yaml',
+];
+
+/**
+ * The hash of everything a Redocly command reads: its arguments, the bytes of each argument that
+ * names a file (the contracts hold no external `$ref`s), the CLI's version and the ruleset.
+ */
+function redoclyKey(root: string, args: string[]): string {
+  const hash = createHash('sha256');
+  for (const name of [...REDOCLY_INPUTS, ...args]) {
+    const file = join(root, name);
+    hash.update(`${name}\0`);
+    if (existsSync(file) && statSync(file).isFile()) hash.update(readFileSync(file));
+    hash.update('\0');
+  }
+  return hash.digest('hex');
+}
+
+/**
+ * Runs the project's Redocly CLI (the version in package-lock.json). Its reports are kept in
+ * node_modules/.cache/petstore-redocly/ by the hash of what they depend on: contract:check asks the
+ * same diffs of unchanged releases on every run (and several checks ask the same one), and each
+ * Redocly start costs about a second of CPU. A report naming the folder it ran in is not kept.
+ */
 export function redocly(root: string, args: string[]): Promise<CommandResult> {
-  return run(join(root, 'node_modules', '.bin', 'redocly'), args, root);
+  const cache = join(root, 'node_modules', '.cache', 'petstore-redocly');
+  const kept = join(cache, `${redoclyKey(root, args)}.json`);
+  if (existsSync(kept)) return Promise.resolve(JSON.parse(readFileSync(kept, 'utf8')) as CommandResult);
+  // Checks running at once ask the same report once.
+  let running = redoclyRunning.get(kept);
+  if (running === undefined) {
+    running = runAndKeep(root, args, cache, kept).finally(() => redoclyRunning.delete(kept));
+    redoclyRunning.set(kept, running);
+  }
+  return running;
+}
+
+const redoclyRunning = new Map<string, Promise<CommandResult>>();
+
+async function runAndKeep(root: string, args: string[], cache: string, kept: string): Promise<CommandResult> {
+  const result = await run(join(root, 'node_modules', '.bin', 'redocly'), args, root);
+  if (!`${result.stdout}${result.stderr}`.includes(root)) {
+    mkdirSync(cache, { recursive: true });
+    // Written whole, then renamed: a check running beside this one never reads half a report.
+    const partial = `${kept}.${process.pid}`;
+    writeFileSync(partial, JSON.stringify(result));
+    renameSync(partial, kept);
+  }
+  return result;
 }
 
 /** Parses a tool's JSON report, or fails saying what the tool printed instead. */
