@@ -27,7 +27,7 @@ import type { Storage } from './storage/types.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 import type { Tracing } from './tracing/opentelemetry.js';
 import type { ApiVersion } from './versions/change.js';
-import { type OperationHooks, operationHooks, standardHeaders } from './app/operation-hooks.js';
+import { operationHooks, standardHeaders } from './app/operation-hooks.js';
 import { BODY_LIMIT, requestId, serverOptions } from './app/server-options.js';
 import { shedAnswers } from './app/shed-answers.js';
 import { versionRoutes } from './app/version-routes.js';
@@ -115,16 +115,7 @@ export async function buildApp({
   const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
   const requestLog = new RequestLog();
   const { sendUnrouted } = versions;
-  // Chosen once the rate limits exist (below), before any request: a URL the router cannot decode
-  // goes through the hooks of the operation it names.
-  let hooks: OperationHooks | undefined = undefined;
-  const answerFrameworkError = frameworkErrors(
-    paths,
-    (request) => hooks?.forRequest(request) ?? [],
-    onUnmatchedResponse,
-    requestLog,
-    sendUnrouted,
-  );
+  const answerFrameworkError = frameworkErrors(paths, onUnmatchedResponse, requestLog, sendUnrouted);
   // Shedding comes before fastify sees the request (the server's guard): a shed must cost as little as possible.
   const shedder = new Shedder({ settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
   const app = Fastify(
@@ -166,7 +157,7 @@ export async function buildApp({
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  hooks = operationHooks(versions, paths, (refuse) => {
+  const hooks = operationHooks(versions, paths, (refuse) => {
     const bearer = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey }, now);
     return tracing?.authentication(bearer) ?? bearer;
   });

@@ -227,6 +227,15 @@ t.test('an undecodable URL on a secured operation still needs a key first', asyn
   t.ok(keyed.headers['x-request-id'], 'with the usual headers');
   t.equal(keyed.headers['cache-control'], 'no-store');
   t.equal(keyed.headers.deprecation, '@1795305600', "and the operation's own");
+  // Nothing is served on these, however their URL decodes: the 404 or 405 of any such path.
+  for (const [method, url, status] of [
+    ['GET', '/v1/nope%zz', 404],
+    ['GET', '/v1/pets/%zz/x', 404],
+    ['PUT', '/v1/pets/%zz', 405],
+  ] as const) {
+    const unroutable = await api.request({ method, url, headers: api.auth });
+    t.equal(unroutable.statusCode, status, `${method} ${url}`);
+  }
 });
 
 t.test('a missing or repeated Host, or a repeated single-value header, is a 400 Error body', async (t) => {
