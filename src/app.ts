@@ -5,14 +5,16 @@ import { PathTable } from './contract/path-table.js';
 import { bearerAuth } from './plugins/auth.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors from './plugins/errors.js';
-import notFound, { frameworkErrors } from './plugins/not-found.js';
+import notFound, { frameworkErrors, unroutableTarget } from './plugins/not-found.js';
+import { answerConnect } from './http/connect.js';
+import type { AnswerFor } from './http/raw-answers.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
 import overload, { overloadedError, Shedder } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
-import { RequestLog } from './plugins/request-log.js';
-import { observeHttp } from './metrics/http.js';
+import { RequestLog, withoutKeys } from './plugins/request-log.js';
+import { countUnmatched, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
 import {
@@ -116,6 +118,9 @@ export async function buildApp({
   const requestLog = new RequestLog();
   const { sendUnrouted } = versions;
   const answerFrameworkError = frameworkErrors(paths, onUnmatchedResponse, requestLog, sendUnrouted);
+  // An error written on the socket (no request object serves it), in the words of its target's version.
+  const clientErrorAnswer: AnswerFor = (target, error) =>
+    versions.unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared };
   // Shedding comes before fastify sees the request (the server's guard): a shed must cost as little as possible.
   const shedder = new Shedder({ settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
   const app = Fastify(
@@ -128,8 +133,26 @@ export async function buildApp({
       connections,
       metrics,
       frameworkErrors: answerFrameworkError,
-      clientErrorAnswer: (target, error) =>
-        versions.unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared },
+      clientErrorAnswer,
+    }),
+  );
+
+  // Node destroys a CONNECT's socket unanswered unless a listener takes it.
+  app.server.on(
+    'connect',
+    answerConnect({
+      errorFor: (method, target) => unroutableTarget(method, target, paths),
+      answerFor: clientErrorAnswer,
+      requestId,
+      answered: (request, reqId, statusCode) => {
+        // The line every request has (RequestLog), with what is known of this one.
+        const url = withoutKeys(request.url ?? '');
+        app.log.info(
+          { reqId, method: request.method, url, client: request.socket.remoteAddress, statusCode },
+          'request',
+        );
+        if (metrics !== undefined) countUnmatched(metrics, request.method ?? 'CONNECT', statusCode);
+      },
     }),
   );
 

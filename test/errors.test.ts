@@ -368,6 +368,14 @@ t.test('CONNECT is answered like any undeclared method, counted, then the connec
   const text = await api.metrics?.registry.metrics();
   t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="405"} 2');
   t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="400"} 1');
+
+  // Requests pipelined before it are answered first, in order: its answer is not taken for theirs.
+  const get = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+  const raw = await rawExchange(port, `${get}${get}CONNECT ${pets.url} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  t.same(
+    raw.split(/(?=HTTP\/1\.1 )/).map((answer) => answer.slice(0, 12)),
+    ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 405'],
+  );
 });
 
 t.test('a target in absolute form names its path; one that names no path is a 400', async (t) => {

@@ -54,13 +54,18 @@ export function frameworkErrors(
  * for a request target that is no path (`CONNECT host:443`, `OPTIONS *`): this server is no proxy.
  */
 export function unroutable(request: FastifyRequest, paths: PathTable): ApiError {
-  const path = pathOf(request.originalUrl);
+  return unroutableTarget(request.method, request.originalUrl, paths);
+}
+
+/** `unroutable` for a method and request target as sent (a CONNECT, which no request object serves). */
+export function unroutableTarget(method: string, target: string, paths: PathTable): ApiError {
+  const path = pathOf(target);
   if (!path.startsWith('/')) {
     return new ApiError(400, 'invalid_request', `The request target must be a path; got ${shown(path)}`);
   }
   const known = paths.match(path);
-  if (known === undefined) return new ApiError(404, 'not_found', `No route for ${request.method} ${shown(path)}`);
-  return new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${shown(path)}`, {
+  if (known === undefined) return new ApiError(404, 'not_found', `No route for ${method} ${shown(path)}`);
+  return new ApiError(405, 'method_not_allowed', `Method ${method} is not allowed on ${shown(path)}`, {
     allow: known.allow,
   });
 }
