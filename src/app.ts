@@ -5,14 +5,16 @@ import { PathTable } from './contract/path-table.js';
 import { bearerAuth } from './plugins/auth.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors from './plugins/errors.js';
-import notFound, { frameworkErrors } from './plugins/not-found.js';
+import notFound, { frameworkErrors, unroutableTarget } from './plugins/not-found.js';
+import { answerConnect } from './http/connect.js';
+import type { AnswerFor } from './http/raw-answers.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
 import overload, { overloadedError, Shedder } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
-import { RequestLog } from './plugins/request-log.js';
-import { observeHttp } from './metrics/http.js';
+import { RequestLog, withoutKeys } from './plugins/request-log.js';
+import { countUnmatched, observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
 import {
@@ -27,7 +29,7 @@ import type { Storage } from './storage/types.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 import type { Tracing } from './tracing/opentelemetry.js';
 import type { ApiVersion } from './versions/change.js';
-import { type OperationHooks, operationHooks, standardHeaders } from './app/operation-hooks.js';
+import { operationHooks, standardHeaders } from './app/operation-hooks.js';
 import { BODY_LIMIT, requestId, serverOptions } from './app/server-options.js';
 import { shedAnswers } from './app/shed-answers.js';
 import { versionRoutes } from './app/version-routes.js';
@@ -115,16 +117,10 @@ export async function buildApp({
   const onUnmatchedResponse = httpMetrics?.onUnmatchedResponse;
   const requestLog = new RequestLog();
   const { sendUnrouted } = versions;
-  // Chosen once the rate limits exist (below), before any request: a URL the router cannot decode
-  // goes through the hooks of the operation it names.
-  let hooks: OperationHooks | undefined = undefined;
-  const answerFrameworkError = frameworkErrors(
-    paths,
-    (request) => hooks?.forRequest(request) ?? [],
-    onUnmatchedResponse,
-    requestLog,
-    sendUnrouted,
-  );
+  const answerFrameworkError = frameworkErrors(paths, onUnmatchedResponse, requestLog, sendUnrouted);
+  // An error written on the socket (no request object serves it), in the words of its target's version.
+  const clientErrorAnswer: AnswerFor = (target, error) =>
+    versions.unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared };
   // Shedding comes before fastify sees the request (the server's guard): a shed must cost as little as possible.
   const shedder = new Shedder({ settings: overloadSettings, metrics, requestId, bodyLimit: BODY_LIMIT });
   const app = Fastify(
@@ -137,8 +133,26 @@ export async function buildApp({
       connections,
       metrics,
       frameworkErrors: answerFrameworkError,
-      clientErrorAnswer: (target, error) =>
-        versions.unroutedMigration(target)?.(error) ?? { status: error.statusCode, ...error.prepared },
+      clientErrorAnswer,
+    }),
+  );
+
+  // Node destroys a CONNECT's socket unanswered unless a listener takes it.
+  app.server.on(
+    'connect',
+    answerConnect({
+      errorFor: (method, target) => unroutableTarget(method, target, paths),
+      answerFor: clientErrorAnswer,
+      requestId,
+      answered: (request, reqId, statusCode) => {
+        // The line every request has (RequestLog), with what is known of this one.
+        const url = withoutKeys(request.url ?? '');
+        app.log.info(
+          { reqId, method: request.method, url, client: request.socket.remoteAddress, statusCode },
+          'request',
+        );
+        if (metrics !== undefined) countUnmatched(metrics, request.method ?? 'CONNECT', statusCode);
+      },
     }),
   );
 
@@ -166,7 +180,7 @@ export async function buildApp({
   const limits = await rateLimits(app, rateLimit, redis);
   // ioredis is 'ready' while connected; a hung server shows in the warning its timeouts log.
   if (redis !== undefined) metrics?.watchRedis(() => redis.status === 'ready');
-  hooks = operationHooks(versions, paths, (refuse) => {
+  const hooks = operationHooks(versions, paths, (refuse) => {
     const bearer = bearerAuth(storage.accounts, refuse, { failures: limits.authFailure, perKey: limits.perKey }, now);
     return tracing?.authentication(bearer) ?? bearer;
   });

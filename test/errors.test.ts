@@ -227,6 +227,15 @@ t.test('an undecodable URL on a secured operation still needs a key first', asyn
   t.ok(keyed.headers['x-request-id'], 'with the usual headers');
   t.equal(keyed.headers['cache-control'], 'no-store');
   t.equal(keyed.headers.deprecation, '@1795305600', "and the operation's own");
+  // Nothing is served on these, however their URL decodes: the 404 or 405 of any such path.
+  for (const [method, url, status] of [
+    ['GET', '/v1/nope%zz', 404],
+    ['GET', '/v1/pets/%zz/x', 404],
+    ['PUT', '/v1/pets/%zz', 405],
+  ] as const) {
+    const unroutable = await api.request({ method, url, headers: api.auth });
+    t.equal(unroutable.statusCode, status, `${method} ${url}`);
+  }
 });
 
 t.test('a missing or repeated Host, or a repeated single-value header, is a 400 Error body', async (t) => {
@@ -359,6 +368,14 @@ t.test('CONNECT is answered like any undeclared method, counted, then the connec
   const text = await api.metrics?.registry.metrics();
   t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="405"} 2');
   t.match(text, 'petstore_http_requests_total{method="other",operation="unmatched",status="400"} 1');
+
+  // Requests pipelined before it are answered first, in order: its answer is not taken for theirs.
+  const get = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+  const raw = await rawExchange(port, `${get}${get}CONNECT ${pets.url} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  t.same(
+    raw.split(/(?=HTTP\/1\.1 )/).map((answer) => answer.slice(0, 12)),
+    ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 405'],
+  );
 });
 
 t.test('a target in absolute form names its path; one that names no path is a 400', async (t) => {

@@ -63,6 +63,14 @@ t.test('logs carry no key and no Authorization value, and tie every line to its 
   const requests = requestLines.filter((line) => line.msg === 'request');
   t.equal(requests.length, traffic.length, 'one line per request');
   for (const line of requests) t.ok(line.reqId, `${line.url} ${line.statusCode} has a reqId`);
+  t.same(
+    requests.filter((line) => line.url?.includes('%ZZ') === true).map(({ url, statusCode }) => [url, statusCode]),
+    [
+      ['/v1/pets/%ZZ', 401],
+      ['/v1/pets/%ZZ', 400],
+    ],
+    'a URL the router cannot decode is logged as sent',
+  );
   t.ok(
     requests.some((line) => line.reqId === 'trace-me' && line.statusCode === 201),
     'a sent X-Request-Id is the reqId',

@@ -212,6 +212,28 @@ t.test("each error the framework answers: a problem on /v2, v1's Error on /v1", 
     'invalid_request',
     inject('DELETE', '/pets/%E0%A4%A', { headers: auth }),
   );
+  // Routed to its operation all the same: its key and scopes are checked first.
+  await sameErrorBothWays(
+    t,
+    'an undecodable URL without a key',
+    401,
+    'unauthorized',
+    inject('DELETE', '/pets/%E0%A4%A'),
+  );
+  await sameErrorBothWays(
+    t,
+    'an undecodable URL with a key without the scope',
+    403,
+    'insufficient_scope',
+    inject('DELETE', '/pets/%zz', { headers: readOnly }),
+  );
+  await sameErrorBothWays(
+    t,
+    'a path parameter over the length limit',
+    400,
+    'invalid_request',
+    inject('DELETE', `/pets/${'1'.repeat(150)}`, { headers: auth }),
+  );
 
   // Written raw, before any route is known: by the base path of the request line, where it can be read.
   await sameErrorBothWays(t, 'a body too slow to arrive', 408, 'request_timeout', (version) =>

@@ -1,4 +1,4 @@
-import type { FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { onRequestHookHandler } from 'fastify';
 import type { ContractOperation } from '../contract/document.js';
 import type { PathTable } from '../contract/path-table.js';
 import { requireScopes } from '../plugins/auth.js';
@@ -27,11 +27,6 @@ export const apiHeaders: onRequestHookHandler = (_request, reply, done) => {
 export interface OperationHooks {
   /** The hooks of an operation's route, in the order they run. */
   of(operation: ContractOperation): readonly RequestHook[];
-  /**
-   * Every onRequest hook a request to the operation its URL names goes through, the app's and its
-   * version's included: for a request the router could not route (plugins/not-found.ts, `frameworkErrors`).
-   */
-  forRequest(request: FastifyRequest): readonly RequestHook[];
 }
 
 /**
@@ -68,12 +63,5 @@ export function operationHooks(
       hooks.set(operation, onRequest);
     }
   }
-  const of = (operation: ContractOperation) => hooks.get(operation) ?? [];
-  return {
-    of,
-    forRequest(request) {
-      const operation = paths.match(request.url)?.operations.get(request.method);
-      return [standardHeaders, apiHeaders, ...(operation === undefined ? [] : of(operation))];
-    },
-  };
+  return { of: (operation) => hooks.get(operation) ?? [] };
 }

@@ -9,9 +9,13 @@ import { type RequestLog, requestLogger } from '../plugins/request-log.js';
 import { serializerFactory } from '../plugins/serialization.js';
 import type { ConnectionLimits } from '../plugins/settings.js';
 import { compileValidator, validationFailure } from '../plugins/validation.js';
+import { rewriteUndecodable } from '../plugins/undecodable-url.js';
 
 /** 16 KiB: the decisions' body limit, enforced from Content-Length before the body is read. */
 export const BODY_LIMIT = 16 * 1024;
+
+/** Longer than any request line Node reads (its header limit): the router never refuses a parameter's length. */
+const ROUTER_PARAMETER_LIMIT = 1024 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -75,6 +79,10 @@ export function serverOptions({
       clientErrorAnswer,
     ),
     frameworkErrors,
+    // A URL the router cannot decode still reaches the operation it names, and its hooks, before its 400.
+    rewriteUrl: rewriteUndecodable,
+    // The length of a path parameter is checked after the operation's hooks (undecodable-url.ts), not by the router.
+    routerOptions: { maxParamLength: ROUTER_PARAMETER_LIMIT },
     // Every schema is compiled by the contract's rules (plugins/validation.ts). Given here rather
     // than with setValidatorCompiler, fastify never loads its default ajv compiler.
     schemaController: {

@@ -1,6 +1,5 @@
 import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { serveConnectAsRequest } from './connect.js';
 import { watchAnswers } from './raw-answers.js';
 
 export interface NodeServerOptions {
@@ -23,7 +22,8 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 /**
  * fastify's `serverFactory`: the HTTP or HTTPS server the app is served on, made with Node's
  * documented options and events only. Its defaults would answer some requests before fastify could,
- * so those are passed to fastify's handler as requests like any other.
+ * so those are passed to fastify's handler as requests like any other; a CONNECT, which Node hands
+ * over as a bare socket, is answered by the app's 'connect' listener (http/connect.ts).
  */
 export function nodeServerFactory({ requestTimeoutMs, maxConnections, https, guard }: NodeServerOptions) {
   return (handler: RequestListener): Server => {
@@ -50,7 +50,6 @@ export function nodeServerFactory({ requestTimeoutMs, maxConnections, https, gua
     // any other expectation with an empty 417. Both are served as requests like any other.
     server.on('checkContinue', listener);
     server.on('checkExpectation', listener);
-    server.on('connect', serveConnectAsRequest(listener));
     return server;
   };
 }

@@ -5,8 +5,8 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError, type PreparedAnswer } from '../domain/errors.js';
 import { closeLingering, isClosing } from './lingering-close.js';
 
-// Answers written by hand on the socket, to requests Node could not parse or that timed out:
-// no request object exists for them, so fastify never sees them.
+// Answers written by hand on the socket, to requests Node could not parse or that timed out (no
+// request object exists for them, so fastify never sees them), and to a CONNECT (http/connect.ts).
 
 /**
  * Connections whose request was answered before its body had all arrived: a refusal from the
@@ -66,15 +66,20 @@ function answeredWhileItsBodyCame(socket: Socket): boolean {
   return response !== undefined && response.writableEnded && !response.req.complete;
 }
 
-/** Lets every answer on its way finish, then closes: what could not be parsed gets no answer. */
-function closeAfterAnswers(socket: Socket): void {
+/** Calls `then` once every answer on its way on the connection is written: at once when none is. */
+export function afterAnswersOnTheirWay(socket: Socket, then: () => void): void {
   const response = responseOnItsWay(socket);
   if (response === undefined || response.writableFinished) {
-    closeLingering(socket);
+    then();
     return;
   }
   // Node hands the connection to the next queued response as this one finishes.
-  response.once('finish', () => closeAfterAnswers(socket));
+  response.once('finish', () => afterAnswersOnTheirWay(socket, then));
+}
+
+/** Lets every answer on its way finish, then closes: what could not be parsed gets no answer. */
+function closeAfterAnswers(socket: Socket): void {
+  afterAnswersOnTheirWay(socket, () => closeLingering(socket));
 }
 
 /** An error as the version a request target is under gives it (`undefined`: the target could not be read). */
@@ -144,14 +149,29 @@ function answerClientError(
     closeAfterAnswers(socket);
     return;
   }
-  const { status, body, headers } = answerFor(targetOf(error, socket), clientErrorOf(error.code));
+  const { status, ...answer } = answerFor(targetOf(error, socket), clientErrorOf(error.code));
   // No request object exists, so no request line: this one ties the answer's X-Request-Id to the log.
   const reqId = randomUUID();
   app.log.info({ reqId, statusCode: status, code: error.code }, 'request not parsed');
   onAnswer?.(status);
+  writeClosingAnswer(socket, status, reqId, answer);
+}
+
+/** Headers every closing answer has, written after those of the answer itself. */
+const WRITTEN_LAST = new Set(['content-type', 'content-length', 'cache-control', 'connection', 'x-request-id']);
+
+/**
+ * Writes an error answer on a connection no response object serves (the request could not be
+ * parsed, or Node handed over the bare socket), then closes the connection, lingering.
+ */
+export function writeClosingAnswer(socket: Socket, status: number, reqId: string, { body, headers }: PreparedAnswer) {
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${headers['content-type']}\r\n`;
+  // The answer's own, such as a 405's Allow.
+  for (const [name, value] of Object.entries(headers)) {
+    if (!WRITTEN_LAST.has(name)) head += `${name}: ${value}\r\n`;
+  }
   socket.write(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${headers['content-type']}\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${reqId}\r\n` +
+    `${head}Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${reqId}\r\n` +
       'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n' +
       body,
   );

@@ -119,6 +119,17 @@ export function observeHttp(metrics: Metrics): HttpMetrics {
   };
 }
 
+/**
+ * Counts an answer written on the socket to a request no route serves (a CONNECT: http/connect.ts),
+ * as the not-found handler's are counted; it took no measurable time, so it is timed as none.
+ */
+export function countUnmatched(metrics: Metrics, method: string, status: number): void {
+  const labels = { method: methodLabel(method), operation: UNMATCHED };
+  metrics.requests.inc({ ...labels, status: String(status) });
+  metrics.requestDuration.series(labels).observe(0);
+  if (status === 400) metrics.rejected('validation');
+}
+
 /** Counts an answer written for a request that could not be parsed (400, 408, 431). */
 export function countUnparsable(metrics: Metrics, status: number): void {
   metrics.requests.inc({ method: 'other', operation: UNPARSABLE, status: String(status) });

@@ -11,8 +11,8 @@ import type {
 import fp from 'fastify-plugin';
 import { ApiError, shown } from '../domain/errors.js';
 import { pathOf, type PathTable } from '../contract/path-table.js';
-import { send, toApiError } from './errors.js';
-import { recordFailure } from './request-log.js';
+import { send } from './errors.js';
+import { refuseUndecodableUrl, undecodableUrl } from './undecodable-url.js';
 
 export interface NotFoundOptions {
   paths: PathTable;
@@ -27,29 +27,14 @@ export interface NotFoundOptions {
 /** An `onRequest` hook in either of fastify's styles: calling `done`, or returning a promise. */
 export type RequestHook = onRequestHookHandler | onRequestAsyncHookHandler;
 
-/** Runs a hook outside fastify's hook runner, as that runner would. */
-function runHook(hook: RequestHook, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const done = (error?: Error) => {
-      if (error === undefined) resolve();
-      else reject(error);
-    };
-    // Either style: a callback hook answers through `done`, an async one with the promise it returns.
-    const invoke = hook as (this: unknown, ...args: unknown[]) => unknown;
-    const result = invoke.call(request.server, request, reply, done);
-    if (result instanceof Promise) result.then(() => resolve(), reject);
-  });
-}
-
 /**
- * Answers a URL the router cannot decode (bad percent-encoding, a parameter over its length
- * limit). No route runs for it, so it first goes through the hooks of the operation it names, if
- * any (`hooksFor`): authentication still comes before the 400, and the headers are the same.
+ * fastify's `frameworkErrors`, for a request target the router rejects before matching it: in
+ * practice only an absolute-form target it cannot parse (a fragment, no host), as the URLs it
+ * cannot decode are routed (undecodable-url.ts). It matches no operation, so no hook is owed to
+ * it; fastify runs no onResponse hook for it, nor logs it, so those run once it is written.
  */
 export function frameworkErrors(
   paths: PathTable,
-  hooksFor: (request: FastifyRequest) => readonly RequestHook[],
-  /** fastify runs no onResponse hook for these answers, nor logs them: these run once each is written. */
   onResponse?: onResponseHookHandler,
   requestLog?: LogController,
   sendError: (reply: FastifyReply, error: ApiError) => FastifyReply = send,
@@ -60,22 +45,7 @@ export function frameworkErrors(
       onResponse?.call(request.server, request, reply, noop);
       requestLog?.requestCompleted(undefined, request, reply);
     });
-    const parameters = paths.match(request.url)?.parameters ?? [];
-    const what = parameters.length === 0 ? 'The URL' : parameters.map((name) => `params/${name}`).join(' or ');
-    const answer = new ApiError(400, 'invalid_request', `${what} is not correctly percent-encoded, or is too long`);
-    const runHooks = async () => {
-      for (const hook of hooksFor(request)) await runHook(hook, request, reply);
-    };
-    runHooks().then(
-      // A hook may have refused (a Refuse): that is the answer.
-      () => (reply.sent ? undefined : sendError(reply, answer)),
-      (error: unknown) => {
-        const failure = toApiError(error as Error);
-        // A hook's fault (the database, say) is logged once, with the request's line.
-        if (failure.statusCode >= 500) recordFailure(request, error as Error);
-        return sendError(reply, failure);
-      },
-    );
+    sendError(reply, undecodableUrl(request, paths));
   };
 }
 
@@ -84,13 +54,18 @@ export function frameworkErrors(
  * for a request target that is no path (`CONNECT host:443`, `OPTIONS *`): this server is no proxy.
  */
 export function unroutable(request: FastifyRequest, paths: PathTable): ApiError {
-  const path = pathOf(request.url);
+  return unroutableTarget(request.method, request.originalUrl, paths);
+}
+
+/** `unroutable` for a method and request target as sent (a CONNECT, which no request object serves). */
+export function unroutableTarget(method: string, target: string, paths: PathTable): ApiError {
+  const path = pathOf(target);
   if (!path.startsWith('/')) {
     return new ApiError(400, 'invalid_request', `The request target must be a path; got ${shown(path)}`);
   }
   const known = paths.match(path);
-  if (known === undefined) return new ApiError(404, 'not_found', `No route for ${request.method} ${shown(path)}`);
-  return new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${shown(path)}`, {
+  if (known === undefined) return new ApiError(404, 'not_found', `No route for ${method} ${shown(path)}`);
+  return new ApiError(405, 'method_not_allowed', `Method ${method} is not allowed on ${shown(path)}`, {
     allow: known.allow,
   });
 }
@@ -137,6 +112,8 @@ async function notFoundPlugin(app: FastifyInstance, options: NotFoundOptions): P
   app.addHook('onRequest', function rejectUnroutable(request, _reply, done) {
     done(request.is404 ? unroutable(request, options.paths) : undefined);
   });
+  // A URL routed with a placeholder (undecodable-url.ts): refused after the route's onRequest hooks.
+  app.addHook('preParsing', refuseUndecodableUrl(options.paths));
 }
 
 export default fp(notFoundPlugin, { name: 'not-found' });

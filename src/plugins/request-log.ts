@@ -207,7 +207,8 @@ export class RequestLog extends LogController {
       // First, where a child logger bound to it would write it.
       reqId: request.id,
       method: request.method,
-      url: withoutKeys(request.url),
+      // As sent: the router may have been given another (undecodable-url.ts).
+      url: withoutKeys(request.originalUrl),
       // The client's address: from X-Forwarded-For only when the peer is a trusted proxy (TRUST_PROXY).
       client: this.#clients.get(request) ?? request.ip,
       statusCode: reply.statusCode,

@@ -86,7 +86,7 @@ function pathOf(url: string): string {
 /** Names the request span by its operation and route template (never the raw path), with the standard attributes. */
 function describeRequest(span: Span, request: FastifyRequest): void {
   const attributes: Attributes = {
-    'url.path': pathOf(request.url),
+    'url.path': pathOf(request.originalUrl),
     'url.scheme': request.protocol,
     'network.protocol.version': request.raw.httpVersion,
     'client.address': request.ip,
