@@ -5,16 +5,15 @@ import { PathTable } from './contract/path-table.js';
 import { bearerAuth } from './plugins/auth.js';
 import docs, { UNSERVED_DOCS_PATHS } from './plugins/docs.js';
 import errors from './plugins/errors.js';
-import notFound, { frameworkErrors, unroutableTarget } from './plugins/not-found.js';
-import { answerConnect } from './http/connect.js';
+import notFound, { frameworkErrors } from './plugins/not-found.js';
 import type { AnswerFor } from './http/raw-answers.js';
 import framing from './plugins/framing.js';
 import health from './plugins/health.js';
 import jsonBody from './plugins/json-body.js';
 import overload, { overloadedError, Shedder } from './plugins/overload.js';
 import { rateLimits } from './plugins/rate-limit/index.js';
-import { RequestLog, withoutKeys } from './plugins/request-log.js';
-import { countUnmatched, observeHttp } from './metrics/http.js';
+import { RequestLog } from './plugins/request-log.js';
+import { observeHttp } from './metrics/http.js';
 import type { Metrics } from './metrics/registry.js';
 import { usePrecompiledMetaSchema } from './contract/meta-schema.js';
 import {
@@ -29,6 +28,7 @@ import type { Storage } from './storage/types.js';
 import { DEFAULT_WEBHOOKS, type WebhookSettings } from './events/settings.js';
 import type { Tracing } from './tracing/opentelemetry.js';
 import type { ApiVersion } from './versions/change.js';
+import { answerConnectRequests } from './app/connect-answers.js';
 import { operationHooks, standardHeaders } from './app/operation-hooks.js';
 import { BODY_LIMIT, requestId, serverOptions } from './app/server-options.js';
 import { shedAnswers } from './app/shed-answers.js';
@@ -137,24 +137,7 @@ export async function buildApp({
     }),
   );
 
-  // Node destroys a CONNECT's socket unanswered unless a listener takes it.
-  app.server.on(
-    'connect',
-    answerConnect({
-      errorFor: (method, target) => unroutableTarget(method, target, paths),
-      answerFor: clientErrorAnswer,
-      requestId,
-      answered: (request, reqId, statusCode) => {
-        // The line every request has (RequestLog), with what is known of this one.
-        const url = withoutKeys(request.url ?? '');
-        app.log.info(
-          { reqId, method: request.method, url, client: request.socket.remoteAddress, statusCode },
-          'request',
-        );
-        if (metrics !== undefined) countUnmatched(metrics, request.method ?? 'CONNECT', statusCode);
-      },
-    }),
-  );
+  answerConnectRequests(app, paths, clientErrorAnswer, metrics);
 
   // @fastify/otel first: it instruments the routes and hooks added after it.
   if (tracing !== undefined) await app.register(tracing.plugin);
