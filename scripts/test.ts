@@ -112,7 +112,7 @@ function contractCheck(part: 'without responses' | 'responses'): GroupedJob {
   const script = join('dist', 'scripts', 'contract-check.js');
   return part === 'responses'
     ? {
-        group: 'contract:check',
+        group: 'contract:check --responses',
         name: 'contract:check --responses',
         program: process.execPath,
         args: [script, '--responses'],
