@@ -19,7 +19,8 @@ const answeredBeforeItsBody = new WeakSet<Socket>();
 /**
  * Each connection's responses not yet finished, oldest first: Node writes them in that order, one
  * at a time. Kept from the request listener (watchAnswers) rather than read from Node's socket,
- * whose record of the response it is writing is not public.
+ * whose record of the response it is writing is not public. Pruned from the front only, as each
+ * request arrives, so the last is always that of the latest request on the connection.
  */
 const unfinished = new WeakMap<Socket, ServerResponse[]>();
 
@@ -88,7 +89,7 @@ export type AnswerFor = (target: string | undefined, error: ApiError) => Prepare
 /** By default, as the newest version gives it. */
 const asNewest: AnswerFor = (_target, error) => ({ status: error.statusCode, ...error.prepared });
 
-/** A parse error as Node reports it: the chunk it failed on, when it failed on one. */
+/** A parse error as Node reports it ('clientError'): `rawPacket` is the chunk it failed on, when it failed on one. */
 type ClientError = Error & { code?: string | undefined; rawPacket?: unknown };
 
 /**
@@ -107,16 +108,26 @@ const REQUEST_LINE_LIMIT = 8 * 1024;
 const REQUEST_LINE = /^[!#-'*+.^-z|~0-9A-Z]+ (\S+) HTTP\/1\.[01]\r?\n/;
 
 /**
- * The request target of the request that failed, where it can be read: from the request Node made
- * once its headers had all arrived (a body too slow), or from its request line, if the chunk the
- * parser failed on begins with it (headers too large, sent at once). Otherwise (headers too slow,
- * or too large over several chunks) no request line is kept to read it from.
+ * The request target of the request that failed, where it can be read: from the latest request on
+ * the connection, if its body is still coming (Node made a request of it once its headers had all
+ * arrived, and the request listener kept its response), or else from the request line the chunk
+ * Node failed on begins with (headers too large, sent at once; a malformed header line). Otherwise
+ * (headers too slow, too large over several chunks, or a chunk that does not begin a request) no
+ * request line is kept to read it from.
  */
 function targetOf(error: ClientError, socket: Socket): string | undefined {
-  const incoming = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming;
+  const latest = unfinished.get(socket)?.at(-1)?.req;
   // A complete one is an earlier request on the connection.
-  if (incoming !== undefined && incoming !== null && !incoming.complete) return incoming.url;
-  const packet = error.rawPacket;
+  if (latest !== undefined && !latest.complete) return latest.url;
+  return requestTargetIn(error.rawPacket);
+}
+
+/**
+ * The target of the request line a chunk begins with (`method SP target SP HTTP-version CRLF`), if
+ * it begins with a whole one: the chunk may be missing, a piece of a request line, or the middle
+ * of a request, and none of those names a target.
+ */
+export function requestTargetIn(packet: unknown): string | undefined {
   if (!Buffer.isBuffer(packet)) return undefined;
   return REQUEST_LINE.exec(packet.subarray(0, REQUEST_LINE_LIMIT).toString('latin1'))?.[1];
 }

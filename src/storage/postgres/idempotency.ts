@@ -1,5 +1,11 @@
 import type { Pool, PoolClient } from 'pg';
-import { type IdempotencyClaimRow, originalOf } from '../idempotency-rows.js';
+import {
+  CLAIM_COLUMNS,
+  CLAIM_ROW_COLUMNS,
+  claimValues,
+  type IdempotencyClaimRow,
+  settleEarlierClaim,
+} from '../idempotency-rows.js';
 import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
 import { firstRow, rows, transaction } from './queries.js';
 
@@ -33,10 +39,14 @@ export class Claims {
     if (claim === undefined) return { outcome: 'created', created: (await transaction(this.pool, create)).created };
     const at = this.now();
     const since = at - IDEMPOTENCY_TTL_MS;
-    const settle = async (earlier: IdempotencyClaimRow): Promise<CreateOutcome<T>> =>
-      earlier.fingerprint.equals(claim.fingerprint)
-        ? { outcome: 'replayed', created: originalOf<T>(earlier) ?? (await replay(earlier.resourceId)) }
-        : { outcome: 'conflict' };
+    const settle = async (earlier: IdempotencyClaimRow): Promise<CreateOutcome<T>> => {
+      const settled = settleEarlierClaim<T>(earlier, claim);
+      if (settled.outcome === 'conflict') return settled;
+      return {
+        outcome: 'replayed',
+        created: settled.outcome === 'replay-kept' ? settled.created : await replay(settled.resourceId),
+      };
+    };
     const earlier = await firstRow<IdempotencyClaimRow>(this.pool, find(claim, since));
     if (earlier !== undefined) return settle(earlier);
     const outcome = await transaction(this.pool, async (client) => {
@@ -55,9 +65,8 @@ export class Claims {
       const made = await create(client);
       await rows(client, {
         name: 'claims-save',
-        text: `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, response, created_at)
-               VALUES ($1, $2, $3, $4, $5, $6)`,
-        values: [claim.apiKeyId, claim.key, claim.fingerprint, made.id, JSON.stringify(made.created), at],
+        text: `INSERT INTO ${CLAIM_COLUMNS} VALUES ($1, $2, $3, $4, $5, $6)`,
+        values: claimValues(claim, made.id, made.created, at),
       });
       return { made };
     });
@@ -68,8 +77,7 @@ export class Claims {
 function find(claim: IdempotencyClaim, since: number) {
   return {
     name: 'claims-find',
-    text: `SELECT fingerprint, resource_id AS "resourceId", response FROM idempotency_keys
-           WHERE api_key_id = $1 AND key = $2 AND created_at > $3`,
+    text: `SELECT ${CLAIM_ROW_COLUMNS} FROM idempotency_keys WHERE api_key_id = $1 AND key = $2 AND created_at > $3`,
     values: [claim.apiKeyId, claim.key, since],
   };
 }

@@ -1,5 +1,12 @@
 import type Database from 'better-sqlite3';
-import { type IdempotencyClaimRow, originalOf } from '../idempotency-rows.js';
+import {
+  CLAIM_COLUMNS,
+  CLAIM_ROW_COLUMNS,
+  type ClaimValues,
+  claimValues,
+  type IdempotencyClaimRow,
+  settleEarlierClaim,
+} from '../idempotency-rows.js';
 import { type CreateOutcome, IDEMPOTENCY_TTL_MS, type IdempotencyClaim } from '../types.js';
 
 /**
@@ -15,14 +22,10 @@ export class Claims {
     private readonly now: () => number,
   ) {
     this.find = db.prepare<[number, string, number], IdempotencyClaimRow>(
-      `SELECT fingerprint, resource_id AS resourceId, response FROM idempotency_keys
-       WHERE api_key_id = ? AND key = ? AND created_at > ?`,
+      `SELECT ${CLAIM_ROW_COLUMNS} FROM idempotency_keys WHERE api_key_id = ? AND key = ? AND created_at > ?`,
     );
     // REPLACE: an expired claim on the same key gives way to the new one.
-    this.save = db.prepare<[number, string, Buffer, number, string, number]>(
-      `INSERT OR REPLACE INTO idempotency_keys (api_key_id, key, fingerprint, resource_id, response, created_at)
-       VALUES (?, ?, ?, ?, ?, ?)`,
-    );
+    this.save = db.prepare<ClaimValues>(`INSERT OR REPLACE INTO ${CLAIM_COLUMNS} VALUES (?, ?, ?, ?, ?, ?)`);
     db.prepare<[number]>('DELETE FROM idempotency_keys WHERE created_at <= ?').run(now() - IDEMPOTENCY_TTL_MS);
   }
 
@@ -40,13 +43,16 @@ export class Claims {
     if (claim !== undefined) {
       const earlier = this.find.get(claim.apiKeyId, claim.key, at - IDEMPOTENCY_TTL_MS);
       if (earlier !== undefined) {
-        if (!earlier.fingerprint.equals(claim.fingerprint)) return { outcome: 'conflict' };
-        return { outcome: 'replayed', created: originalOf<T>(earlier) ?? replay(earlier.resourceId) };
+        const settled = settleEarlierClaim<T>(earlier, claim);
+        if (settled.outcome === 'conflict') return settled;
+        return {
+          outcome: 'replayed',
+          created: settled.outcome === 'replay-kept' ? settled.created : replay(settled.resourceId),
+        };
       }
     }
     const { id, created } = create();
-    if (claim !== undefined)
-      this.save.run(claim.apiKeyId, claim.key, claim.fingerprint, id, JSON.stringify(created), at);
+    if (claim !== undefined) this.save.run(...claimValues(claim, id, created, at));
     return { outcome: 'created', created };
   }
 }
