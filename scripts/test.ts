@@ -4,11 +4,13 @@
  *
  *   npm test                          the build; then, TEST_JOBS at a time, the suites on SQLite
  *                                     and again on PostgreSQL; the suites that measure load, one
- *                                     at a time, with lint, format:check and contract:check's
- *                                     other checks meanwhile; contract:check of the responses
- *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint,
- *                                     format:check and contract:check (all of it but the responses
- *                                     seen by tests, which needs every suite): the fast subset
+ *                                     at a time, with lint, format:check, contract:check's other
+ *                                     checks and a few one-process suites (BESIDE_LOAD) meanwhile,
+ *                                     one at a time; contract:check of the responses
+ *   npm test -- test/pets.test.ts     the build, then those files on both backends, lint and
+ *                                     format:check of the files changed since the last commit, and
+ *                                     contract:check (all of it but the responses seen by tests,
+ *                                     which needs every suite): the fast subset
  *   npm test -- --no-load             everything but the suites that measure load (LOAD), with
  *                                     contract:check as for named files (npm run test:no-load)
  *   npm run test:postgres             the build, then the suites on PostgreSQL alone
@@ -26,6 +28,7 @@ import { availableParallelism } from 'node:os';
 import { basename, join } from 'node:path';
 import { projectRoot } from '../src/contract/paths.js';
 import { startEmbeddedPostgres } from './local-servers.js';
+import { changedFileChecks, changedSinceCommit } from './test/changed-files.js';
 import { type Job, type Outcome, runPool, stopAll } from './test/pool.js';
 
 /**
@@ -67,6 +70,13 @@ const NOT_ON_POSTGRES = [
  * each keeps one core busy, and these files left the other idle for much of their minute.
  */
 const LOAD = ['balancer', 'deploy', 'overload'];
+
+/**
+ * Suites that run in one process, mostly on one core, with no server of their own: in the whole
+ * run they go beside the load suites too (after lint, format:check and contract:check), on the
+ * core those leave idle, rather than among the many files of the first stage.
+ */
+const BESIDE_LOAD = ['fuzz', 'every-operation', 'errors'];
 
 /**
  * The suites that take longest, started first where no last run's times say so (a fresh clone, as
@@ -183,20 +193,30 @@ function plan(args: string[]): Stage[] {
   }
   if (args.length > 0) {
     const files = args.map(compiledTest);
+    const changed = changedSinceCommit();
+    const style =
+      changed === undefined
+        ? 'lint, format:check (every file: no commit to compare with)'
+        : 'lint and format:check of the files changed since the last commit';
     say(
-      `runs the build, ${files.map(nameOf).join(', ')} on SQLite and PostgreSQL, lint, format:check and contract:check without the responses seen by tests (npm test checks those)`,
+      `runs the build, ${files.map(nameOf).join(', ')} on SQLite and PostgreSQL, ${style}, and contract:check without the responses seen by tests (npm test checks every file and those)`,
     );
     for (const file of files.filter((file) => matches(NOT_ON_POSTGRES, file)))
       say(`${file} runs on SQLite only (NOT_ON_POSTGRES in scripts/test.ts)`);
-    return [{ jobs: [...onBothBackends(files), ...checks], parallel: JOBS }];
+    const styleChecks = changed === undefined ? checks.slice(0, 2) : changedFileChecks(changed);
+    return [{ jobs: [...onBothBackends(files), ...styleChecks, contractCheck('without responses')], parallel: JOBS }];
   }
   const files = allTestFiles();
+  const besideLoad = (file: string) => matches(BESIDE_LOAD, file);
   return [
-    { jobs: onBothBackends(files.filter((file) => !matches(LOAD, file))), parallel: JOBS },
+    { jobs: onBothBackends(files.filter((file) => !matches(LOAD, file) && !besideLoad(file))), parallel: JOBS },
     {
       jobs: files.filter((file) => matches(LOAD, file)).map((file) => fileJob(file, 'sqlite', 'alone, one at a time')),
       parallel: 1,
-      beside: checks,
+      beside: [
+        ...checks,
+        ...onBothBackends(files.filter(besideLoad)).map((job) => ({ ...job, group: 'suites beside them' })),
+      ],
     },
     // Last: it reads the log of every response the suites saw.
     { jobs: [contractCheck('responses')], parallel: 1 },

@@ -122,6 +122,19 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
   const began = Date.now();
   const phase = (what: string) => t.comment(`${what}: ${((Date.now() - began) / 1000).toFixed(1)} s into the test`);
   const copy = copyProject(t);
+  // As a clone is: the project committed, the changes below made on top of it.
+  await runIn(copy, 'git', ['init', '--quiet']);
+  await runIn(copy, 'git', ['add', '--all']);
+  await runIn(copy, 'git', [
+    '-c',
+    'user.name=dev-loop',
+    '-c',
+    'user.email=dev-loop@localhost',
+    'commit',
+    '--quiet',
+    '-m',
+    'as cloned',
+  ]);
   phase('copied');
   mkdirSync(join(copy, 'data'));
   const port = await freePort();
@@ -348,9 +361,8 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
 
   // The command CONTRIBUTING.md and docs/contract.md give for after a contract change, run as
   // written with the new operation's own test added as they say, in the copy as a clone would have
-  // it (a git checkout: lint's whitespace check reads the index): the build, those files on both
-  // backends, lint, format:check and contract:check, all passing.
-  await runIn(copy, 'git', ['init', '--quiet']);
+  // it, the changes added to git's index: the build, those files on both backends, lint and
+  // format:check of the changed files, and contract:check, all passing.
   await runIn(copy, 'git', ['add', '--all']);
   const commands = new Map<string, string[]>();
   for (const doc of ['CONTRIBUTING.md', 'docs/contract.md']) {
@@ -372,6 +384,7 @@ t.test('npm run dev serves a new operation from the contract, then its handler',
       );
     for (const stage of ['lint', 'format:check', 'contract:check'])
       t.match(fast.stdout, new RegExp(`^\\[npm test\\] {3}ok +${stage} `, 'm'), `${said}: with ${stage}, which passes`);
+    t.match(fast.stdout, /ok .* lint \(\d+ files changed since the last commit\)/, `${said}: lint reads the changes`);
   }
   phase('the fast command passed');
 });
