@@ -45,7 +45,7 @@ const TEST_OUTPUT = new Set([join(projectRoot, 'dist', 'test-responses.log')]);
 /**
  * A copy of the project in a temporary folder, removed at teardown, as a clone is once `npm ci`
  * has built it: node_modules linked to this project's, and this build's dist/ with TypeScript's
- * record of it (dist/.tsbuildinfo), so that a `tsc -p tsconfig.json` in the copy checks only what
+ * record of it (dist/.tsbuildinfo), so that a `tsc -b tsconfig.json` in the copy checks only what
  * the test changed there, as it would in the project itself, rather than the whole program again.
  */
 export function copyProject(t: Teardown): string {
