@@ -157,83 +157,67 @@ t.test("each error the framework answers: a problem on /v2, v1's Error on /v1", 
     (version: Version) =>
       api.request({ method, url: `/${version}${path}`, ...options });
 
-  await sameErrorBothWays(
-    t,
-    'an invalid parameter',
-    400,
-    'invalid_request',
-    inject('GET', '/pets?limit=1000', { headers: auth }),
-  );
-  await sameErrorBothWays(
-    t,
-    'a body that is not JSON',
-    400,
-    'malformed_json',
-    inject('POST', '/pets', { headers: { ...auth, ...json }, payload: '{"name":' }),
-  );
-  await sameErrorBothWays(t, 'no key', 401, 'unauthorized', inject('GET', '/pets'));
-  await sameErrorBothWays(
-    t,
-    'a key without the scope',
-    403,
-    'insufficient_scope',
-    inject('POST', '/pets', { headers: { ...readOnly, ...json }, payload: { name: 'Rex', categoryId: 1 } }),
-  );
-  await sameErrorBothWays(t, 'no such pet', 404, 'not_found', inject('DELETE', '/pets/999999', { headers: auth }));
-  await sameErrorBothWays(t, 'no such path', 404, 'not_found', inject('GET', '/no-such-thing', { headers: auth }));
-  await sameErrorBothWays(t, 'another method', 405, 'method_not_allowed', inject('DELETE', '/pets', { headers: auth }));
-  await sameErrorBothWays(
-    t,
-    'a body too large',
-    413,
-    'payload_too_large',
-    inject('POST', '/pets', { headers: { ...auth, ...json }, payload: { name: 'x'.repeat(20_000), categoryId: 1 } }),
-  );
-  await sameErrorBothWays(
-    t,
-    'a body of another type',
-    415,
-    'unsupported_media_type',
-    inject('POST', '/pets', { headers: { ...auth, 'content-type': 'text/plain' }, payload: 'hi' }),
-  );
-  await sameErrorBothWays(t, 'a transfer coding besides chunked', 501, 'not_implemented', (version) =>
-    raw(
-      port,
-      'PATCH',
-      `/${version}/pets/${pet.id}`,
-      `PATCH /${version}/pets/${pet.id} HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth.authorization}\r\n` +
-        'Content-Type: application/merge-patch+json\r\nConnection: close\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n',
-    ),
-  );
-  await sameErrorBothWays(
-    t,
-    'an undecodable URL',
-    400,
-    'invalid_request',
-    inject('DELETE', '/pets/%E0%A4%A', { headers: auth }),
-  );
-  // Routed to its operation all the same: its key and scopes are checked first.
-  await sameErrorBothWays(
-    t,
-    'an undecodable URL without a key',
-    401,
-    'unauthorized',
-    inject('DELETE', '/pets/%E0%A4%A'),
-  );
-  await sameErrorBothWays(
-    t,
-    'an undecodable URL with a key without the scope',
-    403,
-    'insufficient_scope',
-    inject('DELETE', '/pets/%zz', { headers: readOnly }),
-  );
-  await sameErrorBothWays(
-    t,
-    'a path parameter over the length limit',
-    400,
-    'invalid_request',
-    inject('DELETE', `/pets/${'1'.repeat(150)}`, { headers: auth }),
-  );
+  // Each once through /v1 and once through /v2: the same refusal in each version's words.
+  const cases: [string, number, string, (version: Version) => Promise<ObservedResponse>][] = [
+    ['an invalid parameter', 400, 'invalid_request', inject('GET', '/pets?limit=1000', { headers: auth })],
+    [
+      'a body that is not JSON',
+      400,
+      'malformed_json',
+      inject('POST', '/pets', { headers: { ...auth, ...json }, payload: '{"name":' }),
+    ],
+    ['no key', 401, 'unauthorized', inject('GET', '/pets')],
+    [
+      'a key without the scope',
+      403,
+      'insufficient_scope',
+      inject('POST', '/pets', { headers: { ...readOnly, ...json }, payload: { name: 'Rex', categoryId: 1 } }),
+    ],
+    ['no such pet', 404, 'not_found', inject('DELETE', '/pets/999999', { headers: auth })],
+    ['no such path', 404, 'not_found', inject('GET', '/no-such-thing', { headers: auth })],
+    ['another method', 405, 'method_not_allowed', inject('DELETE', '/pets', { headers: auth })],
+    [
+      'a body too large',
+      413,
+      'payload_too_large',
+      inject('POST', '/pets', { headers: { ...auth, ...json }, payload: { name: 'x'.repeat(20_000), categoryId: 1 } }),
+    ],
+    [
+      'a body of another type',
+      415,
+      'unsupported_media_type',
+      inject('POST', '/pets', { headers: { ...auth, 'content-type': 'text/plain' }, payload: 'hi' }),
+    ],
+    [
+      'a transfer coding besides chunked',
+      501,
+      'not_implemented',
+      (version) =>
+        raw(
+          port,
+          'PATCH',
+          `/${version}/pets/${pet.id}`,
+          `PATCH /${version}/pets/${pet.id} HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth.authorization}\r\n` +
+            'Content-Type: application/merge-patch+json\r\nConnection: close\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n',
+        ),
+    ],
+    ['an undecodable URL', 400, 'invalid_request', inject('DELETE', '/pets/%E0%A4%A', { headers: auth })],
+    // Routed to its operation all the same: its key and scopes are checked first.
+    ['an undecodable URL without a key', 401, 'unauthorized', inject('DELETE', '/pets/%E0%A4%A')],
+    [
+      'an undecodable URL with a key without the scope',
+      403,
+      'insufficient_scope',
+      inject('DELETE', '/pets/%zz', { headers: readOnly }),
+    ],
+    [
+      'a path parameter over the length limit',
+      400,
+      'invalid_request',
+      inject('DELETE', `/pets/${'1'.repeat(150)}`, { headers: auth }),
+    ],
+  ];
+  for (const [what, status, code, request] of cases) await sameErrorBothWays(t, what, status, code, request);
 
   // Written raw, before any route is known: by the base path of the request line, where it can be read.
   await sameErrorBothWays(t, 'a body too slow to arrive', 408, 'request_timeout', (version) =>
