@@ -1,10 +1,16 @@
 import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../../src/contract/paths.js';
 import type { Job } from './pool.js';
 
-/** What `npm run lint` and `npm run format:check` read (package.json). */
-const CHECKED = ['src', 'scripts', 'test', 'clients/typescript/src'];
+/** What `npm run format:check` reads, as `npm run lint` does: the folders its script names (package.json). */
+function checkedFolders(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  return (scripts['format:check'] ?? '').split(/\s+/).filter((word) => existsSync(join(projectRoot, word)));
+}
 
 /** The files ESLint takes (eslint.config.js); Prettier takes the rest it knows too. */
 const LINTED = /\.[cm]?[jt]s$/;
@@ -20,9 +26,10 @@ const git = (...args: string[]) =>
  */
 export function changedSinceCommit(): string[] | undefined {
   try {
+    const folders = checkedFolders();
     const changed = [
-      ...git('diff', '--name-only', '--diff-filter=d', 'HEAD', '--', ...CHECKED),
-      ...git('ls-files', '--others', '--exclude-standard', '--', ...CHECKED),
+      ...git('diff', '--name-only', '--diff-filter=d', 'HEAD', '--', ...folders),
+      ...git('ls-files', '--others', '--exclude-standard', '--', ...folders),
     ];
     return [...new Set(changed)].sort();
   } catch {
